@@ -1,0 +1,1 @@
+"""The code that runs inside the target: a Frida JavaScript agent and the C it compiles."""

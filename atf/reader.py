@@ -1,0 +1,469 @@
+"""Memory-mapped readers for one thread: IndexReader, DetailReader, ThreadReader.
+
+Bulk access goes through numpy views of the mapped file (`.events`); a Python
+object is made only for the event a caller asks for. Both revisions open and
+hand out the same normalised fields (see format.INDEX_EVENT). Files written by
+a killed writer open too: their state is `recovered` (docs/format.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from . import format as F
+from .errors import (AtfError, BadMagicError, CorruptFileError, SeqOutOfRangeError,
+                     TruncatedFileError, UnsupportedFormatError)
+from .records import gather, walk_records
+
+CLEAN = "clean"
+RECOVERED = "recovered"
+
+
+class IndexEvent(NamedTuple):
+    seq: int
+    timestamp_ns: int
+    function_id: int
+    thread_id: int
+    event_kind: int
+    call_depth: int
+    detail_seq: int
+
+    @property
+    def has_detail(self) -> bool:
+        return self.detail_seq != F.NO_DETAIL_SEQ
+
+
+@dataclass(frozen=True)
+class DetailEvent:
+    """One decoded detail event; registers are named for the file's arch."""
+
+    seq: int
+    event_type: int
+    flags: int
+    index_seq: int
+    thread_id: int
+    timestamp_ns: int
+    arch: int
+    payload: bytes
+
+    @property
+    def is_function(self) -> bool:
+        return (self.event_type in F.FUNCTION_DETAIL_TYPES
+                and len(self.payload) >= F.FUNCTION_PAYLOAD_SIZE)
+
+    def _fixed(self) -> np.void:
+        if not self.is_function:
+            raise AtfError(f"detail event {self.seq} of type {self.event_type} has no "
+                           "function payload")
+        return np.frombuffer(self.payload[:F.FUNCTION_PAYLOAD_SIZE], F.FUNCTION_PAYLOAD)[0]
+
+    @property
+    def function_id(self) -> int:
+        return int(self._fixed()["function_id"])
+
+    @property
+    def regs(self) -> tuple[int, ...]:
+        return tuple(int(r) for r in self._fixed()["regs"])
+
+    @property
+    def registers(self) -> dict[str, int]:
+        names = F.REGISTER_NAMES.get(self.arch, tuple(f"r{i}" for i in range(8)))
+        return dict(zip(names, self.regs))
+
+    @property
+    def return_value(self) -> int | None:
+        if self.event_type != F.DETAIL_FUNCTION_RETURN:
+            return None
+        return self.regs[F.RETURN_VALUE_SLOT.get(self.arch, 0)]
+
+    @property
+    def lr(self) -> int:
+        return int(self._fixed()["lr"])
+
+    @property
+    def fp(self) -> int:
+        return int(self._fixed()["fp"])
+
+    @property
+    def sp(self) -> int:
+        return int(self._fixed()["sp"])
+
+    @property
+    def stack(self) -> bytes:
+        size = int(self._fixed()["stack_size"])
+        return self.payload[F.FUNCTION_PAYLOAD_SIZE:F.FUNCTION_PAYLOAD_SIZE + size]
+
+    @property
+    def stack_truncated(self) -> bool:
+        return bool(self.flags & F.DETAIL_FLAG_STACK_TRUNCATED)
+
+
+class _MappedFile:
+    """A read-only mapping of a whole file as a uint8 array (empty files allowed)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except FileNotFoundError as e:
+            raise AtfError("no such file", self.path) from e
+        except IsADirectoryError as e:
+            raise AtfError("is a directory, expected an ATF file", self.path) from e
+        except (OSError, ValueError) as e:
+            raise AtfError(f"cannot map file: {e}", self.path) from e
+        self.size = size
+        self.buf = (np.frombuffer(self._mm, dtype=np.uint8) if self._mm is not None
+                    else np.zeros(0, dtype=np.uint8))
+
+    def struct(self, dtype: np.dtype, offset: int, what: str) -> np.void:
+        if offset < 0 or offset + dtype.itemsize > self.size:
+            raise TruncatedFileError(
+                f"{what}: expected {dtype.itemsize} bytes at offset {offset}, file has "
+                f"{self.size} bytes (file seems not fully written?)", self.path, offset)
+        return self.buf[offset:offset + dtype.itemsize].view(dtype)[0]
+
+
+def _check_identity(m: _MappedFile, header: np.void, magic: bytes, what: str) -> int:
+    if bytes(header["magic"]) != magic:
+        raise BadMagicError(f"expected {what} magic {magic!r}, found {bytes(header['magic'])!r}",
+                            m.path, 0)
+    if int(header["endian"]) != F.ENDIAN_LITTLE:
+        raise UnsupportedFormatError(f"expected endian 1 (little), found {int(header['endian'])}",
+                                     m.path, 4)
+    version = int(header["version"])
+    if version not in F.SUPPORTED_REVISIONS:
+        raise UnsupportedFormatError(f"expected version 1 or 2, found {version}", m.path, 5)
+    return version
+
+
+class IndexReader:
+    """Reader of one index.atf: `len`, `reader[seq]`, iteration, `.events`, time search."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self._file = m = _MappedFile(path)
+        self.path = m.path
+        probe = m.struct(F.INDEX_HEADER_R1, 0, "index header")
+        self.revision = _check_identity(m, probe, F.INDEX_MAGIC, "index")
+        self.header = h = m.struct(F.index_header_dtype(self.revision), 0, "index header")
+        if int(h["event_size"]) != F.INDEX_EVENT_SIZE:
+            raise UnsupportedFormatError(f"expected event_size 32, found {int(h['event_size'])}",
+                                         m.path, 24 if self.revision == 1 else 20)
+        self.events_offset = int(h["events_offset"])
+        if not F.HEADER_SIZE <= self.events_offset <= m.size:
+            raise CorruptFileError(f"events_offset {self.events_offset} outside the file "
+                                   f"({m.size} bytes)", m.path, 32)
+        self.footer, self.footer_offset = self._find_footer()
+        if self.footer is not None:
+            self.state = CLEAN
+            count = int(self.footer["event_count"])
+            expected_end = self.events_offset + count * F.INDEX_EVENT_SIZE
+            if expected_end != self.footer_offset:
+                raise CorruptFileError(
+                    f"footer event_count {count} needs the footer at {expected_end}, found "
+                    f"it at {self.footer_offset}", m.path, self.footer_offset + 8)
+        else:
+            self.state = RECOVERED
+            count = (m.size - self.events_offset) // F.INDEX_EVENT_SIZE
+            count = self._drop_partial_footer(count)
+        self._count = count
+        self.thread_id = int(h["thread_id"])
+        self.arch, self.os, self.clock_type = int(h["arch"]), int(h["os"]), int(h["clock_type"])
+        self.flags = int(h["flags"])
+        self._raw = m.buf[self.events_offset:self.events_offset + count * F.INDEX_EVENT_SIZE]
+        self._events: np.ndarray | None = None
+
+    def _find_footer(self) -> tuple[np.void | None, int]:
+        m = self._file
+        candidates = []
+        declared = int(self.header["footer_offset"])
+        if declared:
+            candidates.append(declared)
+        if m.size >= self.events_offset + F.FOOTER_SIZE:
+            candidates.append(m.size - F.FOOTER_SIZE)
+        for off in candidates:
+            if self.events_offset <= off and off + F.FOOTER_SIZE <= m.size:
+                footer = m.struct(F.INDEX_FOOTER, off, "index footer")
+                if bytes(footer["magic"]) == F.INDEX_FOOTER_MAGIC:
+                    return footer, off
+        return None, 0
+
+    def _drop_partial_footer(self, count: int) -> int:
+        """A footer cut short by a kill must not be read back as events."""
+        for back in (1, 2):
+            seq = count - back
+            if seq >= 0:
+                off = self.events_offset + seq * F.INDEX_EVENT_SIZE
+                if bytes(self._file.buf[off:off + 4]) == F.INDEX_FOOTER_MAGIC:
+                    return seq
+        return count
+
+    # --- bulk -----------------------------------------------------------------
+
+    @property
+    def events(self) -> np.ndarray:
+        """All events as a numpy structured array of format.INDEX_EVENT (a view for revision 1)."""
+        if self._events is None:
+            if self.revision == F.REVISION_1:
+                self._events = self._raw.view(F.INDEX_EVENT)
+            else:
+                self._events = _normalise_r2(self._raw.view(F.INDEX_EVENT_R2), self.thread_id)
+        return self._events
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        return self.events["timestamp_ns"]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get(self, seq: int) -> IndexEvent | None:
+        """The event at index_seq `seq`, or None past the end. O(1)."""
+        if not 0 <= seq < self._count:
+            return None
+        rec = self.events[seq]
+        return IndexEvent(seq, *(int(rec[name]) for name in F.INDEX_EVENT_FIELDS))
+
+    def __getitem__(self, seq: int) -> IndexEvent:
+        if seq < 0:
+            seq += self._count
+        event = self.get(seq)
+        if event is None:
+            raise SeqOutOfRangeError(f"index_seq {seq} out of range (0..{self._count - 1})",
+                                     self.path)
+        return event
+
+    def __iter__(self) -> Iterator[IndexEvent]:
+        step = 65536
+        for lo in range(0, self._count, step):
+            rows = self.events[lo:lo + step].tolist()
+            for i, row in enumerate(rows):
+                yield IndexEvent(lo + i, *row)
+
+    def time_range(self) -> tuple[int, int] | None:
+        """(first, last) timestamp, or None when the file holds no event."""
+        if self._count == 0:
+            return None
+        ts = self.timestamps
+        return int(ts[0]), int(ts[-1])
+
+    def seek_time(self, timestamp_ns: int) -> int:
+        """index_seq of the first event at or after `timestamp_ns` (bisection), or len()."""
+        return bisect.bisect_left(self.timestamps, timestamp_ns)
+
+    @property
+    def has_detail(self) -> bool:
+        return bool(self.flags & F.INDEX_FLAG_HAS_DETAIL_FILE)
+
+    @property
+    def raw_events(self) -> np.ndarray:
+        """The events section as bytes (uint8 view), for checksums."""
+        return self._raw
+
+
+def _normalise_r2(ev: np.ndarray, thread_id: int) -> np.ndarray:
+    """Revision 2 events in the normalised layout; call_depth derived from nesting."""
+    out = np.zeros(len(ev), dtype=F.INDEX_EVENT)
+    out["timestamp_ns"] = ev["timestamp_ns"]
+    out["function_id"] = ev["function_id"]
+    out["thread_id"] = thread_id
+    kind = ev["event_kind"].astype(np.uint32)
+    out["event_kind"] = kind
+    ds = ev["detail_seq"]
+    out["detail_seq"] = np.where(ds >= F.NO_DETAIL_SEQ, F.NO_DETAIL_SEQ, ds).astype(np.uint32)
+    delta = np.where(kind == F.EVENT_CALL, 1, np.where(kind == F.EVENT_RETURN, -1, 0))
+    depth = np.cumsum(delta, dtype=np.int64) - (kind == F.EVENT_CALL)
+    if len(depth):
+        depth -= min(0, int(depth.min()))  # a trace that starts inside calls
+    out["call_depth"] = depth.astype(np.uint32)
+    return out
+
+
+class DetailReader:
+    """Reader of one detail.atf: O(1) `get(detail_seq)` through an offsets table built once."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self._file = m = _MappedFile(path)
+        self.path = m.path
+        self.header = h = m.struct(F.DETAIL_HEADER, 0, "detail header")
+        self.revision = _check_identity(m, h, F.DETAIL_MAGIC, "detail")
+        self.arch, self.os, self.thread_id = int(h["arch"]), int(h["os"]), int(h["thread_id"])
+        self.events_offset = int(h["events_offset"])
+        if not F.HEADER_SIZE <= self.events_offset <= m.size:
+            raise CorruptFileError(f"events_offset {self.events_offset} outside the file "
+                                   f"({m.size} bytes)", m.path, 20)
+        self.footer = None
+        self.footer_offset = 0
+        if m.size >= self.events_offset + F.FOOTER_SIZE:
+            off = m.size - F.FOOTER_SIZE
+            footer = m.struct(F.DETAIL_FOOTER, off, "detail footer")
+            if bytes(footer["magic"]) == F.DETAIL_FOOTER_MAGIC:
+                self.footer, self.footer_offset = footer, off
+        self._ev_header = F.detail_event_header_dtype(self.revision)
+        if self.footer is not None:
+            self.state = CLEAN
+            limit = self.footer_offset
+            length = int(self.footer["bytes_length"])
+            if self.events_offset + length != limit:
+                raise CorruptFileError(f"footer bytes_length {length} does not match the "
+                                       f"events section ({limit - self.events_offset} bytes)",
+                                       m.path, self.footer_offset + 16)
+            walk = walk_records(m.buf, self.events_offset, limit, self.revision)
+            if walk.problem is not None:
+                raise CorruptFileError(f"malformed detail event: {walk.problem}", m.path,
+                                       walk.problem_offset)
+            declared = int(self.footer["event_count"])
+            if declared != len(walk.offsets):
+                raise CorruptFileError(f"footer event_count {declared}, found "
+                                       f"{len(walk.offsets)} events", m.path,
+                                       self.footer_offset + 8)
+        else:
+            self.state = RECOVERED
+            walk = walk_records(m.buf, self.events_offset, m.size, self.revision)
+        self.offsets = walk.offsets
+        self.events_end = walk.end
+        self.recovery_note = walk.problem if self.footer is None else None
+        self._by_index: tuple[str, np.ndarray, np.ndarray | int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def _field(self, name: str) -> np.ndarray:
+        off = self._ev_header.fields[name][1]
+        return gather(self._file.buf, self.offsets, off, self._ev_header.fields[name][0].str)
+
+    @property
+    def index_seqs(self) -> np.ndarray:
+        """index_seq of every detail event, as an array (the backward links)."""
+        return self._field("index_seq").astype(np.uint64)
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        return self._field("timestamp")
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._field("total_length")
+
+    @property
+    def event_types(self) -> np.ndarray:
+        return self._field("event_type")
+
+    def get(self, seq: int) -> DetailEvent | None:
+        """The detail event at detail_seq `seq`, or None past the end. O(1)."""
+        if not 0 <= seq < len(self.offsets):
+            return None
+        off = int(self.offsets[seq])
+        head = self._file.buf[off:off + F.DETAIL_EVENT_HEADER_SIZE].view(self._ev_header)[0]
+        length = int(head["total_length"])
+        tid = int(head["thread_id"]) if self.revision == F.REVISION_1 else self.thread_id
+        payload = self._file.buf[off + F.DETAIL_EVENT_HEADER_SIZE:off + length].tobytes()
+        return DetailEvent(seq, int(head["event_type"]), int(head["flags"]),
+                           int(head["index_seq"]), tid, int(head["timestamp"]), self.arch,
+                           payload)
+
+    def __getitem__(self, seq: int) -> DetailEvent:
+        if seq < 0:
+            seq += len(self)
+        event = self.get(seq)
+        if event is None:
+            raise SeqOutOfRangeError(f"detail_seq {seq} out of range (0..{len(self) - 1})",
+                                     self.path)
+        return event
+
+    def __iter__(self) -> Iterator[DetailEvent]:
+        for seq in range(len(self)):
+            yield self.get(seq)  # type: ignore[misc]
+
+    def get_by_index_seq(self, index_seq: int) -> DetailEvent | None:
+        """The detail event linked to index_seq, or None.
+
+        O(1) through a dense table when index_seqs are dense enough, otherwise
+        a bisection; ThreadReader.detail_for() is O(1) in every case, through
+        the index event's forward link.
+        """
+        if self._by_index is None:
+            seqs = self.index_seqs
+            if len(seqs) == 0:
+                self._by_index = ("dense", np.zeros(0, dtype=np.int64), 0)
+            else:
+                lo, hi = int(seqs.min()), int(seqs.max())
+                if hi - lo < 8 * len(seqs) + (1 << 20):
+                    table = np.full(hi - lo + 1, -1, dtype=np.int64)
+                    table[(seqs - lo).astype(np.int64)] = np.arange(len(seqs))
+                    self._by_index = ("dense", table, lo)
+                else:
+                    order = np.argsort(seqs, kind="stable")
+                    self._by_index = ("sorted", seqs[order], order)
+        kind, table, extra = self._by_index
+        if kind == "dense":
+            pos = index_seq - int(extra)
+            if not 0 <= pos < len(table) or table[pos] < 0:
+                return None
+            return self.get(int(table[pos]))
+        i = int(np.searchsorted(table, index_seq))
+        if i < len(table) and int(table[i]) == index_seq:
+            return self.get(int(extra[i]))
+        return None
+
+    def time_range(self) -> tuple[int, int] | None:
+        if len(self) == 0:
+            return None
+        ts = gather(self._file.buf, self.offsets[[0, -1]], 16, "<u8")
+        return int(ts[0]), int(ts[1])
+
+    @property
+    def raw_events(self) -> np.ndarray:
+        return self._file.buf[self.events_offset:self.events_end]
+
+
+class ThreadReader:
+    """One thread_N directory: its index lane, its detail lane if any, and the links between."""
+
+    def __init__(self, thread_dir: str | os.PathLike, thread_index: int | None = None) -> None:
+        self.path = Path(thread_dir)
+        if not self.path.is_dir():
+            raise AtfError("no such thread directory", self.path)
+        self.id = thread_index if thread_index is not None else _thread_number(self.path)
+        self.index = IndexReader(self.path / "index.atf")
+        detail_path = self.path / "detail.atf"
+        self.detail = DetailReader(detail_path) if detail_path.exists() else None
+
+    @property
+    def thread_id(self) -> int:
+        return self.index.thread_id
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def detail_for(self, index_seq: int) -> DetailEvent | None:
+        """Forward link, O(1): the detail event of index event `index_seq`, if persisted."""
+        event = self.index.get(index_seq)
+        if event is None or not event.has_detail or self.detail is None:
+            return None
+        detail = self.detail.get(event.detail_seq)
+        if detail is None or detail.index_seq != index_seq:
+            return None
+        return detail
+
+    def index_for(self, detail_seq: int) -> IndexEvent | None:
+        """Backward link, O(1): the index event a detail event belongs to."""
+        if self.detail is None:
+            return None
+        detail = self.detail.get(detail_seq)
+        return None if detail is None else self.index.get(detail.index_seq)
+
+
+def _thread_number(path: Path) -> int:
+    name = path.name
+    if name.startswith("thread_") and name[7:].isdigit():
+        return int(name[7:])
+    raise AtfError("expected a directory named thread_<N>", path)

@@ -1,0 +1,120 @@
+"""Walking and gathering length-prefixed detail records without a Python loop per record.
+
+Detail events are variable length, so finding event N needs the offsets of all
+events before it. Our recorder writes runs of equal-length records (the stack
+window has a fixed size), so the walk checks whole runs at once with a strided
+numpy view and only steps record by record where lengths change.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import format as F
+
+_FIRST_RUN = 64
+_MAX_RUN = 1 << 20
+
+
+class Walk(NamedTuple):
+    offsets: np.ndarray  # int64 offset of each complete, well-formed record
+    end: int  # offset just past the last accepted record
+    problem: str | None  # why the walk stopped before `limit`, or None
+    problem_offset: int | None
+
+
+def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVISION_1,
+                 max_count: int | None = None) -> Walk:
+    """Offsets of back-to-back detail records in buf[start:limit].
+
+    Stops at the first record that does not fit or is malformed (crash
+    recovery), or after max_count records. `buf` is a uint8 array.
+    """
+    limit = min(limit, len(buf))
+    header_dtype = F.detail_event_header_dtype(revision)
+    pieces: list[np.ndarray] = []
+    found = 0
+    pos = start
+    run = _FIRST_RUN
+    problem = None
+    while pos < limit and (max_count is None or found < max_count):
+        if limit - pos < F.DETAIL_EVENT_HEADER_SIZE:
+            problem = (f"{limit - pos} trailing bytes, less than a "
+                       f"{F.DETAIL_EVENT_HEADER_SIZE}-byte detail event header")
+            break
+        length = int(buf[pos:pos + 4].view("<u4")[0])
+        if length < F.DETAIL_EVENT_HEADER_SIZE:
+            problem = (f"total_length {length} is smaller than the "
+                       f"{F.DETAIL_EVENT_HEADER_SIZE}-byte event header")
+            break
+        if length > limit - pos:
+            problem = f"record of total_length {length} runs past the end ({limit - pos} bytes left)"
+            break
+        count = min((limit - pos) // length, run)
+        if max_count is not None:
+            count = min(count, max_count - found)
+        lengths = np.ndarray((count,), dtype="<u4", buffer=buf, offset=pos, strides=(length,))
+        mismatch = np.flatnonzero(lengths != length)
+        good = count if len(mismatch) == 0 else int(mismatch[0])
+        pieces.append(pos + length * np.arange(good, dtype=np.int64))
+        found += good
+        pos += good * length
+        run = min(run * 2, _MAX_RUN) if good == count else _FIRST_RUN
+    offsets = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    if problem is None and len(offsets):
+        bad, problem = _first_malformed(buf, offsets, header_dtype)
+        if bad is not None:
+            pos = int(offsets[bad])
+            offsets = offsets[:bad]
+    problem_offset = pos if problem is not None else None
+    return Walk(offsets, pos, problem, problem_offset)
+
+
+def _first_malformed(buf: np.ndarray, offsets: np.ndarray,
+                     header_dtype: np.dtype) -> tuple[int | None, str | None]:
+    """First function record whose length disagrees with its stack_size."""
+    types = gather(buf, offsets, header_dtype.fields["event_type"][1], "<u2")
+    is_function = np.isin(types, F.FUNCTION_DETAIL_TYPES)
+    if not is_function.any():
+        return None, None
+    lengths = gather(buf, offsets, 0, "<u4")
+    short = is_function & (lengths < F.FUNCTION_RECORD_FIXED_SIZE)
+    stack = np.zeros(len(offsets), dtype=np.int64)
+    ok_len = is_function & ~short
+    stack[ok_len] = gather(buf, offsets[ok_len], F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2")
+    wrong = ok_len & ((stack > F.MAX_STACK_BYTES)
+                      | (lengths != F.FUNCTION_RECORD_FIXED_SIZE + stack))
+    bad = np.flatnonzero(short | wrong)
+    if len(bad) == 0:
+        return None, None
+    i = int(bad[0])
+    if short[i]:
+        return i, (f"function record of total_length {int(lengths[i])} is shorter than "
+                   f"{F.FUNCTION_RECORD_FIXED_SIZE} bytes")
+    return i, (f"function record of total_length {int(lengths[i])} does not match its "
+               f"stack_size {int(stack[i])} (expected {F.FUNCTION_RECORD_FIXED_SIZE}"
+               f" + stack_size, at most {F.MAX_STACK_BYTES})")
+
+
+def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str) -> np.ndarray:
+    """The little-endian integer at offsets[i] + field_offset for every i, as an array."""
+    dt = np.dtype(dtype)
+    n = len(offsets)
+    if n == 0:
+        return np.zeros(0, dtype=dt)
+    first = int(offsets[0]) + field_offset
+    if n == 1:
+        return buf[first:first + dt.itemsize].view(dt).copy()
+    stride = int(offsets[1] - offsets[0])
+    if stride > 0 and int(offsets[-1] - offsets[0]) == stride * (n - 1) and \
+            bool(np.all(np.diff(offsets) == stride)):
+        return np.ndarray((n,), dtype=dt, buffer=buf, offset=first, strides=(stride,)).copy()
+    out = np.empty(n, dtype=dt)
+    lanes = np.arange(dt.itemsize, dtype=np.int64)
+    step = 1 << 20
+    for lo in range(0, n, step):
+        sel = offsets[lo:lo + step, None] + (field_offset + lanes)
+        out[lo:lo + step] = buf[sel].view(dt).reshape(-1)
+    return out

@@ -1,0 +1,221 @@
+"""SessionReader: every thread of a session, its manifest, and the merge by timestamp.
+
+A session opens with a full manifest, a minimal one (`{"threads": [{"id": 0}]}`
+as the reference readers write) or none at all (the `thread_*` directories are
+scanned). The merge yields (thread position, index_seq) arrays in timestamp
+order, chunk by chunk, so memory stays bounded for sessions of hundreds of
+millions of events.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import format as F
+from .errors import AtfError, ManifestError, NotASessionError
+from .reader import RECOVERED, ThreadReader
+
+MANIFEST = "manifest.json"
+MERGE_CHUNK_EVENTS = 1 << 21
+
+
+def find_session_dir(path: str | os.PathLike) -> Path:
+    """The pid_N directory for a path to it, to its session_* parent, or to a thread_N.
+
+    Raises NotASessionError with the reason when nothing there is a session.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise NotASessionError("no such file or directory", p)
+    if not p.is_dir():
+        raise NotASessionError("not a directory (expected a session directory)", p)
+    if _looks_like_session(p):
+        return p
+    pids = sorted(c for c in p.iterdir() if c.is_dir() and c.name.startswith("pid_"))
+    if len(pids) == 1 and _looks_like_session(pids[0]):
+        return pids[0]
+    if len(pids) > 1:
+        names = ", ".join(c.name for c in pids)
+        raise NotASessionError(f"holds several processes ({names}); give one of them", p)
+    raise NotASessionError("not an ATF session (no manifest.json and no thread_* directory)", p)
+
+
+def _looks_like_session(p: Path) -> bool:
+    return (p / MANIFEST).is_file() or any(
+        c.name.startswith("thread_") and c.is_dir() for c in p.iterdir())
+
+
+def load_manifest(session_dir: Path) -> dict[str, Any] | None:
+    path = session_dir / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ManifestError(f"unreadable manifest: {e}", path) from e
+    if not isinstance(data, dict):
+        raise ManifestError(f"expected a JSON object, found {type(data).__name__}", path)
+    return data
+
+
+def manifest_thread_ids(manifest: dict[str, Any], path: Path) -> list[int]:
+    threads = manifest.get("threads")
+    if threads is None:
+        return []
+    if not isinstance(threads, list):
+        raise ManifestError(f"'threads' must be a list, found {type(threads).__name__}", path)
+    ids = []
+    for i, entry in enumerate(threads):
+        tid = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < 1 << 31:
+            raise ManifestError(f"threads[{i}] needs an integer 'id', found {entry!r:.60}", path)
+        ids.append(tid)
+    if len(set(ids)) != len(ids):
+        raise ManifestError("thread ids are not unique", path)
+    return ids
+
+
+def scan_thread_ids(session_dir: Path) -> list[int]:
+    ids = []
+    for c in session_dir.iterdir():
+        if c.is_dir() and c.name.startswith("thread_") and c.name[7:].isdigit():
+            ids.append(int(c.name[7:]))
+    return sorted(ids)
+
+
+class SessionReader:
+    """All threads of one session (pid_N directory)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = find_session_dir(path)
+        self.manifest = load_manifest(self.path)
+        if self.manifest is not None:
+            ids = manifest_thread_ids(self.manifest, self.path / MANIFEST)
+            if not ids and self.manifest.get("threads") is None:
+                ids = scan_thread_ids(self.path)
+        else:
+            ids = scan_thread_ids(self.path)
+        self.threads = [ThreadReader(self.path / f"thread_{i}", i) for i in ids]
+
+    # --- facts ------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.threads)
+
+    @property
+    def event_count(self) -> int:
+        return sum(len(t) for t in self.threads)
+
+    def time_range(self) -> tuple[int, int] | None:
+        ranges = [r for r in (t.index.time_range() for t in self.threads) if r]
+        if not ranges:
+            return None
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+    @property
+    def recovered(self) -> bool:
+        return any(t.index.state == RECOVERED or (t.detail and t.detail.state == RECOVERED)
+                   for t in self.threads)
+
+    def thread(self, thread_id: int) -> ThreadReader:
+        """The thread_N reader for N = thread_id (registration order)."""
+        for t in self.threads:
+            if t.id == thread_id:
+                return t
+        raise AtfError(f"no thread {thread_id} in session (have "
+                       f"{', '.join(str(t.id) for t in self.threads) or 'none'})", self.path)
+
+    @property
+    def arch(self) -> int:
+        return self.threads[0].index.arch if self.threads else 0
+
+    def symbol_names(self) -> dict[int, str]:
+        """function_id -> name from the manifest's symbols (empty when there are none)."""
+        names: dict[int, str] = {}
+        symbols = (self.manifest or {}).get("symbols") or []
+        if not isinstance(symbols, list):
+            return names
+        for s in symbols:
+            if not isinstance(s, dict):
+                continue
+            fid, name = s.get("function_id"), s.get("name")
+            try:
+                key = int(fid, 16) if isinstance(fid, str) else int(fid)
+            except (TypeError, ValueError):
+                continue
+            if isinstance(name, str):
+                names[key] = name
+        return names
+
+    # --- merge ------------------------------------------------------------------
+
+    def iter_merged(self, start_ns: int | None = None, end_ns: int | None = None,
+                    threads: list[int] | None = None,
+                    chunk_events: int = MERGE_CHUNK_EVENTS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(thread positions, index_seqs) in timestamp order, a chunk at a time.
+
+        Positions index self.threads. Equal timestamps keep thread order. Only
+        events with start_ns <= timestamp < end_ns are included when given.
+        """
+        chosen = [i for i, t in enumerate(self.threads) if threads is None or t.id in threads]
+        ts_arrays = [self.threads[i].index.timestamps for i in chosen]
+        lo = [0 if start_ns is None else bisect.bisect_left(ts, start_ns) for ts in ts_arrays]
+        hi = [len(ts) if end_ns is None else bisect.bisect_left(ts, end_ns, l)
+              for ts, l in zip(ts_arrays, lo)]
+        total = sum(h - l for l, h in zip(lo, hi))
+        if total == 0:
+            return
+        bounds = _chunk_bounds(ts_arrays, lo, hi, total, chunk_events)
+        # Bisection, not np.searchsorted: that would copy each strided timestamp view.
+        cuts = [[l] + [bisect.bisect_left(ts, int(b), l, h) for b in bounds] + [h]
+                for ts, l, h in zip(ts_arrays, lo, hi)]
+        chosen_arr = np.asarray(chosen, dtype=np.int32)
+        for c in range(len(bounds) + 1):
+            parts = [ts[cu[c]:cu[c + 1]] for ts, cu in zip(ts_arrays, cuts)]
+            lens = np.array([len(p) for p in parts], dtype=np.int64)
+            if lens.sum() == 0:
+                continue
+            order = np.argsort(np.concatenate(parts), kind="stable")
+            which = np.repeat(np.arange(len(parts), dtype=np.int32), lens)[order]
+            starts = np.cumsum(lens) - lens
+            first_seq = np.array([cu[c] for cu in cuts], dtype=np.int64)
+            yield chosen_arr[which], order - starts[which] + first_seq[which]
+
+    def merged_order(self, start_ns: int | None = None, end_ns: int | None = None,
+                     threads: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The whole merge as two arrays: thread positions and index_seqs."""
+        th, seq = [], []
+        for a, b in self.iter_merged(start_ns, end_ns, threads):
+            th.append(a)
+            seq.append(b)
+        if not th:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+        return np.concatenate(th), np.concatenate(seq)
+
+
+def _chunk_bounds(ts_arrays: list[np.ndarray], lo: list[int], hi: list[int], total: int,
+                  chunk_events: int) -> np.ndarray:
+    """Timestamps splitting the merge into chunks of about chunk_events, from a sample."""
+    nchunks = total // chunk_events
+    if nchunks < 2:
+        return np.zeros(0, dtype=np.uint64)
+    step = max(1, total // (nchunks * 64))
+    sample = np.sort(np.concatenate([ts[l:h:step] for ts, l, h in zip(ts_arrays, lo, hi)]))
+    picks = np.linspace(0, len(sample), nchunks + 1)[1:-1].astype(np.int64)
+    return np.unique(sample[np.minimum(picks, len(sample) - 1)])
+
+
+def open_session(path: str | os.PathLike) -> SessionReader:
+    """Open a session directory (pid_N, or a session_* holding one pid_N)."""
+    return SessionReader(path)
+
+
+def arch_name(arch: int) -> str:
+    return F.ARCH_NAMES.get(arch, f"arch{arch}")

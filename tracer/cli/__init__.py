@@ -1,0 +1,54 @@
+"""The `ada` command: one module per subcommand, one error path for all of them.
+
+Library errors (AtfError) and usage errors (CliError) print one line on stderr
+and exit 1; a traceback appears only with --debug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+from atf import AtfError
+
+from . import dump, info, trace, verify
+from .common import CliError
+
+COMMANDS = (trace, info, dump, verify)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ada", description="Record native function calls with Frida and read the traces.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except (AtfError, CliError) as e:
+        if args.debug:
+            raise
+        print(f"ada {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `ada dump ... | head`: the reader went away; that is not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def entry_point() -> None:
+    sys.exit(main())

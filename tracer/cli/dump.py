@@ -1,0 +1,98 @@
+"""`ada dump SESSION`: events of all threads in timestamp order, as text.
+
+One line per event: timestamp, thread, kind, and the function name indented by
+call depth. With --detail, the registers, return value and stack window of
+events whose detail was persisted follow their line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from atf import format as F
+from atf.reader import DetailEvent
+from atf.session import SessionReader
+
+from .common import non_negative_int
+
+INDENT = "  "
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dump", help="print events in timestamp order",
+                       description="Print events of every thread merged by timestamp, with "
+                       "function names from the manifest (hex function_id when unknown).")
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("--thread", type=non_negative_int, action="append", metavar="N",
+                   help="only thread_N (repeatable)")
+    p.add_argument("--limit", type=non_negative_int, metavar="N", help="stop after N events")
+    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
+                   help="first timestamp to show (inclusive)")
+    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
+                   help="last timestamp to show (inclusive)")
+    p.add_argument("--detail", action="store_true",
+                   help="show registers, return value and stack of events with detail")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    session = SessionReader(args.session)
+    if args.thread:
+        session.thread(args.thread[0])  # a clear error for an unknown thread
+        for t in args.thread[1:]:
+            session.thread(t)
+    end = None if args.to_ns is None else args.to_ns + 1
+    dump(session, sys.stdout, start_ns=args.from_ns, end_ns=end, threads=args.thread,
+         limit=args.limit, detail=args.detail)
+    return 0
+
+
+def function_label(names: dict[int, str], fid: int) -> str:
+    return names.get(fid) or f"0x{fid:016x}"
+
+
+def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
+         end_ns: int | None = None, threads: list[int] | None = None,
+         limit: int | None = None, detail: bool = False) -> int:
+    """Write events in merged order; returns how many were written."""
+    names = session.symbol_names()
+    kinds = {k: v for k, v in F.EVENT_KIND_NAMES.items()}
+    written = 0
+    for pos, seqs in session.iter_merged(start_ns, end_ns, threads):
+        if limit is not None:
+            pos, seqs = pos[:limit - written], seqs[:limit - written]
+        lines = []
+        for p, s in zip(pos.tolist(), seqs.tolist()):
+            reader = session.threads[p]
+            ts, fid, tid, kind, depth, dseq = reader.index.events[s].tolist()
+            label = function_label(names, fid)
+            lines.append(f"{ts:>20} t{reader.id:<4} {tid:>8}  "
+                         f"{kinds.get(kind, str(kind)):<9} {INDENT * min(depth, 64)}{label}")
+            if detail and dseq != F.NO_DETAIL_SEQ and reader.detail is not None:
+                event = reader.detail.get(dseq)
+                if event is not None and event.is_function:
+                    lines.extend(format_detail(event, INDENT * min(depth, 64) + " " * 46))
+        out.write("\n".join(lines) + "\n" if lines else "")
+        written += len(pos)
+        if limit is not None and written >= limit:
+            break
+    return written
+
+
+def format_detail(event: DetailEvent, pad: str) -> list[str]:
+    regs = event.registers
+    lines = [pad + "  ".join(f"{k}=0x{v:x}" for k, v in regs.items())]
+    extra = f"lr=0x{event.lr:x}  fp=0x{event.fp:x}  sp=0x{event.sp:x}"
+    if event.return_value is not None:
+        extra = f"return=0x{event.return_value:x}  " + extra
+    lines.append(pad + extra)
+    stack = event.stack
+    note = " (truncated: end of readable stack)" if event.stack_truncated else ""
+    lines.append(pad + f"stack[{len(stack)}]{note}:")
+    for off in range(0, len(stack), 32):
+        chunk = stack[off:off + 32]
+        lines.append(pad + f"  +{off:03x}  " + " ".join(chunk[i:i + 8].hex()
+                                                      for i in range(0, len(chunk), 8)))
+    return lines

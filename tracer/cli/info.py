@@ -1,0 +1,121 @@
+"""`ada info SESSION`: what a session holds, from its manifest and its files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from atf import format as F
+from atf.reader import RECOVERED
+from atf.session import SessionReader
+
+from .common import format_duration_ns
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="summarise a recorded session",
+                       description="Summarise a session: process, clock, time range, threads, "
+                       "detail, drops, trigger windows, and whether it was closed cleanly.")
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=run)
+
+
+def summarise(session: SessionReader) -> dict[str, Any]:
+    manifest = session.manifest or {}
+    entries = {e.get("id"): e for e in manifest.get("threads") or [] if isinstance(e, dict)}
+    threads = []
+    for t in session.threads:
+        entry = entries.get(t.id, {})
+        states = {t.index.state} | ({t.detail.state} if t.detail else set())
+        threads.append({
+            "id": t.id, "tid": t.thread_id, "index_events": len(t.index),
+            "detail_events": len(t.detail) if t.detail else 0,
+            "time_range": t.index.time_range(),
+            "state": RECOVERED if RECOVERED in states else "clean",
+            "drops": entry.get("drops", 0)})
+    first = session.threads[0].index if session.threads else None
+    clock = first.clock_type if first else manifest.get("clock_type")
+    rng = session.time_range()
+    return {
+        "path": str(session.path),
+        "process": manifest.get("process"),
+        "device": manifest.get("device"),
+        "arch": F.ARCH_NAMES.get(first.arch) if first else None,
+        "os": F.OS_NAMES.get(first.os) if first else None,
+        "clock": F.CLOCK_NAMES.get(clock, clock),
+        "time_range": rng,
+        "duration_ns": (rng[1] - rng[0]) if rng else 0,
+        "index_events": session.event_count,
+        "detail_events": sum(t["detail_events"] for t in threads),
+        "state": RECOVERED if session.recovered else "clean",
+        "ended": manifest.get("end"),
+        "detail": manifest.get("detail"),
+        "triggers": manifest.get("triggers"),
+        "windows": manifest.get("windows"),
+        "drops": manifest.get("drops"),
+        "has_manifest": session.manifest is not None,
+        "threads": threads,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = summarise(SessionReader(args.session))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print_summary(summary)
+    return 0
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    proc = s["process"] or {}
+    out = [("session", s["path"])]
+    if proc:
+        out.append(("process", f"{proc.get('name', '?')} (pid {proc.get('pid', '?')})"))
+    if s["device"]:
+        dev = s["device"]
+        out.append(("device", dev.get("name", dev) if isinstance(dev, dict) else str(dev)))
+    out.append(("platform", f"{s['os'] or '?'} {s['arch'] or '?'}"))
+    out.append(("clock", str(s["clock"])))
+    if s["time_range"]:
+        a, b = s["time_range"]
+        out.append(("time", f"{a} .. {b} ns ({format_duration_ns(b - a)})"))
+    else:
+        out.append(("time", "no events"))
+    out.append(("events", f"{s['index_events']} index, {s['detail_events']} detail"))
+    state = s["state"]
+    if state == RECOVERED:
+        state += " (a writer did not finish; every complete event was kept)"
+    out.append(("files", state))
+    ended = s["ended"]
+    if isinstance(ended, dict):
+        text = "cleanly" if ended.get("clean") else "early"
+        if ended.get("reason"):
+            text += f" ({ended['reason']})"
+        out.append(("ended", text))
+    elif not s["has_manifest"]:
+        out.append(("manifest", "none (threads found by scanning thread_* directories)"))
+    if isinstance(s["detail"], dict):
+        d = s["detail"]
+        out.append(("detail", ", ".join(f"{k}={v}" for k, v in d.items())))
+    if isinstance(s["drops"], dict):
+        out.append(("drops", ", ".join(f"{k}={v}" for k, v in s["drops"].items())))
+    width = max(len(k) for k, _ in out)
+    for key, value in out:
+        print(f"{key:<{width}}  {value}")
+    for name in ("triggers", "windows"):
+        items = s[name] or []
+        if items:
+            print(f"{name} ({len(items)}):")
+            for item in items:
+                print("  " + ", ".join(f"{k}={v}" for k, v in item.items()))
+    print(f"threads ({len(s['threads'])}):")
+    print(f"  {'id':>4} {'tid':>8} {'index':>12} {'detail':>10} {'drops':>8}  state")
+    for t in s["threads"]:
+        drops = t["drops"]
+        if isinstance(drops, dict):
+            drops = sum(v for v in drops.values() if isinstance(v, int))
+        print(f"  {t['id']:>4} {t['tid']:>8} {t['index_events']:>12} {t['detail_events']:>10} "
+              f"{drops:>8}  {t['state']}")
