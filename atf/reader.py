@@ -329,6 +329,7 @@ class DetailReader:
             self.state = RECOVERED
             walk = walk_records(m.buf, self.events_offset, m.size, self.revision)
         self.offsets = walk.offsets
+        self._stride = walk.stride
         self.events_end = walk.end
         self.recovery_note = walk.problem if self.footer is None else None
         self._by_index: tuple[str, np.ndarray, np.ndarray | int] | None = None
@@ -338,7 +339,8 @@ class DetailReader:
 
     def _field(self, name: str) -> np.ndarray:
         off = self._ev_header.fields[name][1]
-        return gather(self._file.buf, self.offsets, off, self._ev_header.fields[name][0].str)
+        return gather(self._file.buf, self.offsets, off, self._ev_header.fields[name][0].str,
+                      self._stride)
 
     @property
     def index_seqs(self) -> np.ndarray:

@@ -23,6 +23,7 @@ class Walk(NamedTuple):
     end: int  # offset just past the last accepted record
     problem: str | None  # why the walk stopped before `limit`, or None
     problem_offset: int | None
+    stride: int  # the common record length when all are equal, else 0
 
 
 def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVISION_1,
@@ -35,6 +36,7 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
     limit = min(limit, len(buf))
     header_dtype = F.detail_event_header_dtype(revision)
     pieces: list[np.ndarray] = []
+    lengths_seen: set[int] = set()
     found = 0
     pos = start
     run = _FIRST_RUN
@@ -59,27 +61,36 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
         mismatch = np.flatnonzero(lengths != length)
         good = count if len(mismatch) == 0 else int(mismatch[0])
         pieces.append(pos + length * np.arange(good, dtype=np.int64))
+        lengths_seen.add(length)
         found += good
         pos += good * length
         run = min(run * 2, _MAX_RUN) if good == count else _FIRST_RUN
     offsets = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    stride = lengths_seen.pop() if len(lengths_seen) == 1 else 0
     if problem is None and len(offsets):
-        bad, problem = _first_malformed(buf, offsets, header_dtype)
+        bad, problem = _first_malformed(buf, offsets, header_dtype, stride)
         if bad is not None:
             pos = int(offsets[bad])
             offsets = offsets[:bad]
     problem_offset = pos if problem is not None else None
-    return Walk(offsets, pos, problem, problem_offset)
+    return Walk(offsets, pos, problem, problem_offset, stride)
 
 
-def _first_malformed(buf: np.ndarray, offsets: np.ndarray,
-                     header_dtype: np.dtype) -> tuple[int | None, str | None]:
+def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtype,
+                     stride: int) -> tuple[int | None, str | None]:
     """First function record whose length disagrees with its stack_size."""
-    types = gather(buf, offsets, header_dtype.fields["event_type"][1], "<u2")
-    is_function = np.isin(types, F.FUNCTION_DETAIL_TYPES)
+    types = gather(buf, offsets, header_dtype.fields["event_type"][1], "<u2", stride)
+    is_function = (types == F.DETAIL_FUNCTION_CALL) | (types == F.DETAIL_FUNCTION_RETURN)
     if not is_function.any():
         return None, None
-    lengths = gather(buf, offsets, 0, "<u4")
+    if stride and is_function.all():
+        # One length for all: one stack_size check covers every record.
+        stack = gather(buf, offsets, F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2", stride)
+        if stride >= F.FUNCTION_RECORD_FIXED_SIZE and \
+                bool(np.all(stack == stride - F.FUNCTION_RECORD_FIXED_SIZE)) and \
+                stride - F.FUNCTION_RECORD_FIXED_SIZE <= F.MAX_STACK_BYTES:
+            return None, None
+    lengths = gather(buf, offsets, 0, "<u4", stride)
     short = is_function & (lengths < F.FUNCTION_RECORD_FIXED_SIZE)
     stack = np.zeros(len(offsets), dtype=np.int64)
     ok_len = is_function & ~short
@@ -98,8 +109,12 @@ def _first_malformed(buf: np.ndarray, offsets: np.ndarray,
                f" + stack_size, at most {F.MAX_STACK_BYTES})")
 
 
-def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str) -> np.ndarray:
-    """The little-endian integer at offsets[i] + field_offset for every i, as an array."""
+def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str,
+           stride: int = 0) -> np.ndarray:
+    """The little-endian integer at offsets[i] + field_offset for every i, as an array.
+
+    `stride`, when the caller knows the offsets are evenly spaced by it, skips the check.
+    """
     dt = np.dtype(dtype)
     n = len(offsets)
     if n == 0:
@@ -107,6 +122,8 @@ def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str) 
     first = int(offsets[0]) + field_offset
     if n == 1:
         return buf[first:first + dt.itemsize].view(dt).copy()
+    if stride:
+        return np.ndarray((n,), dtype=dt, buffer=buf, offset=first, strides=(stride,)).copy()
     stride = int(offsets[1] - offsets[0])
     if stride > 0 and int(offsets[-1] - offsets[0]) == stride * (n - 1) and \
             bool(np.all(np.diff(offsets) == stride)):

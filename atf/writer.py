@@ -138,6 +138,11 @@ class ThreadWriter:
     def detail_count(self) -> int:
         return self._detail.count if self._detail else 0
 
+    @property
+    def index_time_range(self) -> tuple[int, int] | None:
+        """(first, last) timestamp of the index events flushed so far, or None."""
+        return (self._index.time_start, self._index.time_end) if self._index.count else None
+
     def append_index(self, events: Any) -> int:
         """Append many index events; returns the index_seq of the first."""
         self._check_open()
@@ -216,7 +221,7 @@ class ThreadWriter:
         n = len(walk.offsets)
         if n:
             self._flush_pending()  # index before detail: see set_detail_seq
-            seqs = gather(buf, walk.offsets, 8, "<u4")
+            seqs = gather(buf, walk.offsets, 8, "<u4", walk.stride)
             ts = gather(buf, walk.offsets[[0, -1]], 16, "<u8")
             self._note_index_seqs(int(seqs.min()), int(seqs.max()))
             self._detail_lane().append(buf, n, int(ts[0]), int(ts[-1]))

@@ -13,6 +13,8 @@ from typing import Callable
 
 from atf import AtfError
 
+from ..errors import TracerError
+
 from . import dump, info, trace, verify
 from .common import CliError
 
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except (AtfError, CliError) as e:
+    except (AtfError, TracerError) as e:
         if args.debug:
             raise
         print(f"ada {args.command}: error: {e}", file=sys.stderr)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import TracerError
 
-class CliError(Exception):
+
+class CliError(TracerError):
     """A usage or environment problem to report in one line (exit 1)."""
 
 

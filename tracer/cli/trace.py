@@ -1,16 +1,155 @@
-"""`ada trace`: record a live process (implemented with the recording issue)."""
+"""`ada trace`: record every call and return of the selected functions of a live process."""
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
 
+from ..devices import (add_device_arguments, add_target_arguments, check_device_arguments,
+                       open_device, target_from_args)
+from ..recorder import Progress, Recorder, TraceOptions
+from ..selection import add_selection_arguments
 from .common import CliError
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def power_of_two_count(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="record function calls of a live process")
-    p.set_defaults(run=run)
+    p = sub.add_parser(
+        "trace", help="record calls and returns of a live process",
+        description="Attach to (or spawn) a process, hook the selected functions and record "
+        "every call and return into an ATF session directory. Stops on Ctrl-C, SIGTERM, "
+        "--duration, or when the target exits. The session path is the last line on stdout.",
+        epilog="examples:\n  ada trace -f ./demo -i 'demo!work*'\n  ada trace -p 1234 -i "
+        "'libc.so.6!open*' --duration 10\n  ada trace -n server -s 'handle_*' -o /tmp/traces",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_target_arguments(p)
+    add_selection_arguments(p)
+    add_device_arguments(p)
+    g = p.add_argument_group("recording")
+    g.add_argument("-o", "--output", type=Path, default=Path("ada_traces"), metavar="DIR",
+                   help="where session directories go (default: ./ada_traces)")
+    g.add_argument("--duration", type=positive_float, metavar="SECONDS",
+                   help="stop after SECONDS (default: until Ctrl-C or the target exits)")
+    g.add_argument("--on-full", choices=("wait", "drop"), default="wait",
+                   help="when a thread's ring is full: wait for the drain (lossless, default) "
+                   "or drop and count the event")
+    g.add_argument("--max-threads", type=power_of_two_count, default=1024, metavar="N",
+                   help="threads that get a ring (default 1024); events of later threads are "
+                   "counted as overflow, never silently lost")
+    g.add_argument("--ring-kb", type=power_of_two_count, default=1024, metavar="KB",
+                   help="index ring size per thread in KiB, a power of two (default 1024 = "
+                   "32768 events)")
+    g.add_argument("-q", "--quiet", action="store_true", help="no status line")
+    p.set_defaults(run=run, parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CliError("recording is not available yet")
+    parser: argparse.ArgumentParser = args.parser
+    target = target_from_args(parser, args)
+    check_device_arguments(parser, args)
+    if not args.selection:
+        parser.error("select functions to trace with -i, -I, -a or -s")
+    ring_bytes = args.ring_kb * 1024
+    if ring_bytes & (ring_bytes - 1):
+        parser.error(f"--ring-kb {args.ring_kb}: must be a power of two")
+    options = TraceOptions(selection=args.selection, output=args.output,
+                           duration_s=args.duration, on_full=args.on_full,
+                           max_threads=args.max_threads, ring_events=ring_bytes // 32)
+    status = StatusLine(enabled=not args.quiet)
+    device = open_device(args)
+    recorder = Recorder(device, target, options, warn=status.warn, info=status.info)
+    recorder.prepare()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        recorder.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = recorder.record(progress=status.update)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    status.done(recorder.progress())
+    for w in result.warnings:
+        status.warn(w)
+    if recorder.crash:
+        status.warn(f"target crashed: {recorder.crash}")
+    if result.end_reason.startswith("error"):
+        print(result.path, flush=True)
+        raise CliError(f"recording stopped by an {result.end_reason}; "
+                       f"what was recorded is in {result.path}")
+    print(result.path, flush=True)
+    return 0
+
+
+class StatusLine:
+    """Progress on stderr: rewritten in place on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._last_events = 0
+        self._last_t = 0.0
+        self._last_print = -10.0
+        self._drawn = False
+
+    def _clear(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r\x1b[K")
+            self._drawn = False
+
+    def info(self, message: str) -> None:
+        if self.enabled:
+            self._clear()
+            print(f"ada: {message}", file=sys.stderr, flush=True)
+
+    def warn(self, message: str) -> None:
+        self._clear()
+        print(f"ada: warning: {message}", file=sys.stderr, flush=True)
+
+    def _line(self, p: Progress) -> str:
+        dt = p.elapsed_s - self._last_t
+        rate = (p.events - self._last_events) / dt if dt > 0 else 0.0
+        self._last_events, self._last_t = p.events, p.elapsed_s
+        return (f"{p.elapsed_s:7.1f}s  {rate / 1e6:7.2f} M events/s  {p.events:>12,} events  "
+                f"{p.threads} thread(s)  {p.drops} dropped")
+
+    def update(self, p: Progress) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + self._line(p))
+            sys.stderr.flush()
+            self._drawn = True
+        elif p.elapsed_s - self._last_print >= 5.0:
+            self._last_print = p.elapsed_s
+            print(self._line(p), file=sys.stderr, flush=True)
+
+    def done(self, p: Progress) -> None:
+        if not self.enabled:
+            return
+        self._clear()
+        print(f"ada: recorded {p.events:,} events from {p.threads} thread(s) in "
+              f"{p.elapsed_s:.1f}s, {p.drops} dropped", file=sys.stderr, flush=True)

@@ -1,0 +1,41 @@
+/* Calls work() exactly N times (argv[1]) on one thread, or on T threads (argv[2]) each its own
+ * count N + thread index, then exits. Used to check that every call is recorded. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+volatile long sink;
+
+__attribute__((noinline)) long work(long x)
+{
+  sink += x;
+  return x * 2;
+}
+
+static long per_thread_base;
+
+static void *run(void *arg)
+{
+  long n = per_thread_base + (long) arg;
+  for (long i = 0; i < n; i++)
+    work(i);
+  return NULL;
+}
+
+int main(int argc, char **argv)
+{
+  long n = argc > 1 ? atol(argv[1]) : 1000;
+  long threads = argc > 2 ? atol(argv[2]) : 0;
+  per_thread_base = n;
+  if (threads == 0) {
+    run(0);
+  } else {
+    pthread_t t[256];
+    for (long i = 0; i < threads; i++)
+      pthread_create(&t[i], NULL, run, (void *) i);
+    for (long i = 0; i < threads; i++)
+      pthread_join(t[i], NULL);
+  }
+  printf("done %ld\n", sink);
+  return 0;
+}

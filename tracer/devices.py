@@ -1,0 +1,97 @@
+"""Devices and targets, with frida-tools' own options and helpers.
+
+The device options (-D/-U/-R/-H and their companions) are added by frida-tools'
+ConsoleApplication._add_device_arguments, so they read exactly as in frida-trace.
+Its run loop is not used: ada reports errors on stderr in one line and prints
+the session path last on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import frida
+from frida_tools.application import ConsoleApplication, find_device
+
+from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("device (as in frida-tools; at most one of -D, -U, -R, -H)")
+    ConsoleApplication._add_device_arguments(None, group)  # type: ignore[arg-type]
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("target (exactly one)")
+    g.add_argument("-p", "--attach-pid", type=int, metavar="PID", dest="pid",
+                   help="attach to the process with this PID")
+    g.add_argument("-n", "--attach-name", metavar="NAME", dest="name",
+                   help="attach to the process with this name")
+    g.add_argument("-f", "--file", metavar="FILE", dest="file",
+                   help="spawn FILE (suspended), hook, resume; remaining arguments are its ARGS")
+    g.add_argument("args", nargs="*", metavar="ARGS", help="arguments for -f FILE")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "pid" | "name" | "file"
+    value: object
+
+    @property
+    def spawns(self) -> bool:
+        return self.kind == "file"
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return " ".join(self.value)  # type: ignore[arg-type]
+        return f"{self.kind} {self.value}"
+
+
+def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target:
+    given = [k for k in ("pid", "name", "file") if getattr(args, k) is not None]
+    if len(given) != 1:
+        parser.error("give exactly one target: -p PID, -n NAME or -f FILE [ARGS...]")
+    if args.args and args.file is None:
+        parser.error(f"unexpected arguments {' '.join(args.args)!r} (ARGS go with -f FILE)")
+    if args.file is not None:
+        return Target("file", [args.file, *args.args])
+    if args.pid is not None:
+        if args.pid <= 0:
+            parser.error(f"-p {args.pid}: not a process id")
+        return Target("pid", args.pid)
+    return Target("name", args.name)
+
+
+def check_device_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    chosen = [o for o, v in (("-D", args.device_id), ("-U/-R", args.device_type), ("-H", args.host))
+              if v is not None]
+    if len(chosen) > 1:
+        parser.error("Only one of -D, -U, -R, and -H may be specified")
+
+
+def open_device(args: argparse.Namespace) -> frida.core.Device:
+    """The device the options name (the local one by default)."""
+    try:
+        if args.device_id is not None:
+            try:
+                return frida.get_device(args.device_id, timeout=2)
+            except frida.InvalidArgumentError:
+                raise TracerError(f"device '{args.device_id}' not found "
+                                  "(frida-ls-devices lists the devices)") from None
+        if args.host is not None or args.device_type == "remote":
+            options = {k: v for k, v in (("certificate", args.certificate),
+                                         ("origin", args.origin), ("token", args.token),
+                                         ("keepalive_interval", args.keepalive_interval))
+                       if v is not None}
+            host = args.host or "127.0.0.1"
+            return frida.get_device_manager().add_remote_device(host, **options)
+        if args.device_type is not None:
+            device = find_device(args.device_type)
+            if device is None:
+                raise TracerError(f"no {args.device_type.upper()} device connected "
+                                  "(frida-ls-devices lists the devices)")
+            return device
+        return frida.get_local_device()
+    except FRIDA_ERRORS as e:
+        raise TracerError(f"cannot open device: {describe_frida_error(e)}") from None

@@ -1,0 +1,67 @@
+"""manifest.json: everything a reader needs to know about a session (docs/manifest.md)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Any
+
+import frida
+
+from atf import format as F
+
+from . import __version__
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+
+
+def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> dict[str, Any]:
+    assert rec.writer is not None and rec.drain is not None
+    info = rec.agent_info
+    drain = rec.drain
+    rings = drain.rings
+    threads = []
+    for slot, w in enumerate(drain.writers):
+        threads.append({"id": slot, "tid": w.thread_id, "has_detail": w.detail_count > 0,
+                        "index_events": w.index_count, "detail_events": w.detail_count,
+                        "drops": drain.stats.drops[slot]})
+    ranges = [r for r in (w.index_time_range for w in drain.writers) if r is not None]
+    modules: dict[int, dict[str, Any]] = {}
+    symbols = []
+    for f in rec.functions:
+        modules.setdefault(f["moduleId"], {
+            "module_id": f["moduleId"], "name": f["module"], "path": f["modulePath"],
+            "base": f["moduleBase"], "size": f["moduleSize"]})
+        symbols.append({"function_id": f["functionId"], "module_id": f["moduleId"],
+                        "symbol_index": f["symbolIndex"], "name": f["name"],
+                        "address": f["address"]})
+    main = info.get("mainModule", {})
+    o = rec.options
+    return {
+        "format": {"name": "ATF", "version": 2, "revision": F.REVISION_1},
+        "tool": {"name": "ada", "version": __version__, "frida": frida.__version__},
+        "session": {"started_at": rec.started_at.isoformat(timespec="seconds"),
+                    "ended_at": ended_at.isoformat(timespec="seconds"),
+                    "duration_s": round((ended_at - rec.started_at).total_seconds(), 3)},
+        "process": {"pid": rec.pid, "name": main.get("name"), "path": main.get("path"),
+                    "arch": F.ARCH_NAMES.get(rec.writer.arch), "os": F.OS_NAMES.get(rec.writer.os_id),
+                    "platform": info.get("platform"), "spawned": rec.spawned,
+                    "argv": rec.target.value if rec.spawned else None},
+        "device": {"id": rec.device.id, "name": rec.device.name, "type": rec.device.type},
+        "clock_type": rec.writer.clock_type,
+        "clock": F.CLOCK_NAMES.get(rec.writer.clock_type),
+        "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None,
+        "threads": threads,
+        "drops": {"policy": o.on_full, "index": drain.stats.total_drops,
+                  "overflow_threads": rings.overflow_threads,
+                  "overflow_events": rings.overflow_events, "max_threads": o.max_threads},
+        "modules": [modules[k] for k in sorted(modules)],
+        "symbols": symbols,
+        "hook_failures": rec.hook_failures,
+        "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
+                    "max_threads": o.max_threads, "ring_events": o.ring_events},
+        "detail": {"mode": "off"},
+        "triggers": [],
+        "windows": [],
+        "end": {"clean": clean, "reason": rec.stop_reason, "crash": rec.crash},
+    }

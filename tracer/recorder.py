@@ -1,0 +1,317 @@
+"""Recorder: attach or spawn, hook, drain into ATF files, stop, finalize.
+
+The engine behind `ada trace`, kept apart from the CLI (which only parses,
+wires and reports). Data flows one way: C hook -> ring -> Drain -> writers.
+Whatever ends a recording (Ctrl-C, SIGTERM, --duration, the target exiting or
+crashing, an error) goes through the same stop path, so what was recorded is
+always drained, finalized and described in manifest.json.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import frida
+
+from atf import format as F
+from atf.writer import SessionWriter
+
+from .devices import Target
+from .drain import Drain
+from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
+from .manifest import build_manifest
+from .rings import (POLICY_DROP, POLICY_WAIT, RegionGeometry, RingReader, SharedRegion,
+                    check_layout, clock_ns)
+
+ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
+
+
+@dataclass
+class TraceOptions:
+    selection: list[dict[str, Any]]
+    output: Path = Path("ada_traces")
+    duration_s: float | None = None
+    on_full: str = "wait"  # "wait" (lossless) or "drop"
+    max_threads: int = 1024
+    ring_events: int = 1 << 15
+    stall_s: float = 2.0
+
+
+@dataclass
+class Progress:
+    elapsed_s: float
+    events: int
+    threads: int
+    drops: int
+
+
+@dataclass
+class RecordingResult:
+    path: Path
+    end_reason: str
+    clean: bool
+    events: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def agent_sources() -> tuple[str, str]:
+    pkg = resources.files("agent")
+    return (pkg.joinpath("ada_agent.js").read_text(encoding="utf-8"),
+            pkg.joinpath("ada_hooks.c").read_text(encoding="utf-8"))
+
+
+class Recorder:
+    """One recording session of one process."""
+
+    def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
+                 warn: Callable[[str], None] = lambda m: None,
+                 info: Callable[[str], None] = lambda m: None) -> None:
+        self.device = device
+        self.target = target
+        self.options = options
+        self.warn = warn
+        self.info = info
+        self.stop_event = threading.Event()
+        self.stop_reason = "interrupted"
+        self.crash: str | None = None
+        self.pid: int | None = None
+        self.spawned = False
+        self.session: frida.core.Session | None = None
+        self.script: frida.core.Script | None = None
+        self.region: SharedRegion | None = None
+        self.writer: SessionWriter | None = None
+        self.drain: Drain | None = None
+        self.agent_info: dict[str, Any] = {}
+        self.functions: list[dict[str, Any]] = []
+        self.hook_failures: list[dict[str, Any]] = []
+        self.started_at = _dt.datetime.now()
+        self.t0 = time.monotonic()
+        self._detached = False
+
+    # --- stop requests (any thread) ----------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stop_event.is_set():
+            self.stop_reason = reason
+            self.stop_event.set()
+
+    def _on_detached(self, reason: str, crash: Any) -> None:
+        self._detached = True
+        if crash is not None:
+            self.crash = getattr(crash, "summary", str(crash))
+            self.request_stop("target-crashed")
+        elif reason == "process-terminated":
+            self.request_stop("target-exited")
+        else:
+            self.request_stop(f"detached: {reason}")
+
+    def _on_message(self, message: dict, data: Any) -> None:
+        if message.get("type") == "error":
+            self.warn(f"agent error: {message.get('description')}")
+        elif message.get("type") == "send":
+            payload = message.get("payload") or {}
+            if isinstance(payload, dict) and payload.get("type") == "agent:warning":
+                self.warn(str(payload.get("message")))
+
+    # --- the recording ------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Attach (spawning first for -f), load the agent, resolve and hook. Raises TracerError."""
+        _check_output_dir(self.options.output)
+        try:
+            self._attach()
+            self._load_agent()
+        except FRIDA_ERRORS as e:
+            self._abandon()
+            raise TracerError(self._explain(e)) from None
+        except TracerError:
+            self._abandon()
+            raise
+
+    def _attach(self) -> None:
+        kind, value = self.target.kind, self.target.value
+        if kind == "file":
+            argv = list(value)  # type: ignore[arg-type]
+            self.pid = self.device.spawn(argv)
+            self.spawned = True
+        elif kind == "pid":
+            self.pid = int(value)  # type: ignore[arg-type]
+        else:
+            self.pid = self.device.get_process(str(value)).pid
+        self.session = self.device.attach(self.pid)
+        self.session.on("detached", self._on_detached)
+
+    def _load_agent(self) -> None:
+        js, c_source = agent_sources()
+        assert self.session is not None
+        self.script = self.session.create_script(js, name="ada-agent", runtime="qjs")
+        self.script.on("message", self._on_message)
+        self.script.load()
+        o = self.options
+        geometry = RegionGeometry(o.max_threads, o.ring_events)
+        self.region = SharedRegion(geometry)
+        config = {
+            "source": c_source, "shmPath": str(self.region.path), "regionSize": geometry.size,
+            "maxThreads": o.max_threads, "indexCapacity": o.ring_events, "detailCapacity": 0,
+            "policy": POLICY_DROP if o.on_full == "drop" else POLICY_WAIT,
+            "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
+            "indexRingsOffset": str(geometry.index_rings_offset),
+            "detailRingsOffset": str(geometry.detail_rings_offset),
+            "regionSize": geometry.size,
+        }
+        api = self.script.exports_sync
+        self.agent_info = api.init(config)
+        check_layout(self.agent_info["layout"])
+        resolved = api.resolve(o.selection)
+        self.functions = resolved["functions"]
+        for w in resolved.get("warnings", []):
+            self.warn(w)
+        if not self.functions:
+            raise TracerError("no function matched the selection "
+                              f"({_describe_selection(o.selection)})")
+        self.info(f"{len(self.functions)} function(s) matched")
+        hooked = api.hook()
+        self.hook_failures = hooked["failures"]
+        for f in self.hook_failures:
+            self.warn(f"cannot hook {f['name']} ({f['module']} {f['address']}): {f['error']}")
+        if hooked["hooked"] == 0:
+            raise TracerError("none of the matched functions could be hooked")
+        arch = ARCH_CODES[self.agent_info["arch"]]
+        self.writer = SessionWriter(o.output, self.pid or 0, arch=arch,
+                                    os_id=_os_code(self.device, self.agent_info),
+                                    clock_type=self.agent_info["clockType"],
+                                    started=self.started_at)
+        self.drain = Drain(RingReader(self.region.buf, geometry), self.writer)
+
+    def record(self, progress: Callable[[Progress], None] | None = None,
+               interval_s: float = 0.5) -> RecordingResult:
+        """Drain until a stop is requested, then stop and finalize. Returns the result."""
+        assert self.drain is not None and self.writer is not None
+        self.t0 = time.monotonic()
+        self.drain.start()
+        try:
+            if self.spawned:
+                self.device.resume(self.pid)
+        except FRIDA_ERRORS as e:
+            self.request_stop(f"error: cannot resume: {describe_frida_error(e)}")
+        deadline = None if self.options.duration_s is None else self.t0 + self.options.duration_s
+        while not self.stop_event.is_set():
+            timeout = interval_s if deadline is None else max(0.0, min(interval_s,
+                                                                      deadline - time.monotonic()))
+            self.stop_event.wait(timeout)
+            if self.drain.failed.is_set():
+                self.request_stop(f"error: {self.drain.error}")
+            elif deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("duration")
+            if progress is not None:
+                progress(self.progress())
+        return self._stop()
+
+    def progress(self) -> Progress:
+        stats = self.drain.stats if self.drain else None
+        return Progress(time.monotonic() - self.t0, stats.events if stats else 0,
+                        stats.threads if stats else 0, stats.total_drops if stats else 0)
+
+    def _stop(self) -> RecordingResult:
+        """Unhook, drain what is left, finalize files and manifest, detach."""
+        assert self.drain is not None and self.writer is not None
+        warnings: list[str] = []
+        if not self._detached and self.script is not None:
+            try:
+                self.script.exports_sync.stop()
+            except FRIDA_ERRORS as e:
+                warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
+        self.drain.rings.set_stop()
+        self.drain.finish()
+        error = self.drain.error
+        if error is not None:
+            self.stop_reason = f"error: {error}"
+        ended_at = _dt.datetime.now()
+        self.writer.finalize()
+        clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
+        manifest = build_manifest(self, ended_at=ended_at, clean=clean)
+        self.writer.write_manifest(manifest)
+        self._detach()
+        if self.region is not None:
+            self.region.close()
+        return RecordingResult(self.writer.path, self.stop_reason, clean, self.drain.stats.events,
+                               warnings)
+
+    def _detach(self) -> None:
+        try:
+            if self.script is not None and not self._detached:
+                self.script.unload()
+        except FRIDA_ERRORS:
+            pass
+        try:
+            if self.session is not None and not self._detached:
+                self.session.detach()
+        except FRIDA_ERRORS:
+            pass
+
+    def _abandon(self) -> None:
+        """Undo a failed prepare(): no hooks left behind, no suspended orphan."""
+        self._detach()
+        if self.spawned and self.pid is not None:
+            try:
+                self.device.kill(self.pid)
+            except FRIDA_ERRORS:
+                pass
+        if self.region is not None:
+            self.region.close()
+
+    def _explain(self, e: BaseException) -> str:
+        text = describe_frida_error(e)
+        if isinstance(e, frida.ProcessNotFoundError):
+            return f"no such process: {self.target.describe()} ({text})"
+        if isinstance(e, frida.ExecutableNotFoundError):
+            return f"cannot spawn {self.target.describe()}: {text}"
+        if isinstance(e, frida.PermissionDeniedError):
+            return f"permission denied attaching to {self.target.describe()}: {text}"
+        if isinstance(e, (frida.InvalidOperationError, frida.TransportError)) and self._detached:
+            return f"the target exited during attach ({text})"
+        return f"cannot trace {self.target.describe()}: {text}"
+
+
+def _check_output_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TracerError(f"output directory {path} is not writable: {e.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TracerError(f"output directory {path} is not writable")
+
+
+def _os_code(device: frida.core.Device, agent_info: dict[str, Any]) -> int:
+    """ATF os code: the agent knows darwin/linux, the device knows iOS or Android."""
+    try:
+        os_id = device.query_system_parameters().get("os", {}).get("id")
+    except FRIDA_ERRORS:
+        os_id = None
+    if agent_info["platform"] == "darwin":
+        return F.OS_IOS if os_id == "ios" else F.OS_MACOS
+    return F.OS_ANDROID if os_id == "android" else F.OS_LINUX
+
+
+def _describe_selection(selection: list[dict[str, Any]]) -> str:
+    flags = {("include", "function"): "-i", ("exclude", "function"): "-x",
+             ("include", "module"): "-I", ("exclude", "module"): "-X",
+             ("include", "offset"): "-a", ("include", "symbol"): "-s"}
+    parts = []
+    for s in selection:
+        flag = flags.get((s["op"], s["kind"]), "?")
+        if s["kind"] == "module":
+            parts.append(f"{flag} {s['module']}")
+        elif s["kind"] == "offset":
+            parts.append(f"{flag} {s['module']}!0x{s['offset']:x}")
+        else:
+            parts.append(f"{flag} {(s['module'] + '!') if s['module'] else ''}{s['pattern']}")
+    return " ".join(parts) or "nothing selected"
+

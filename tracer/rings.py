@@ -1,0 +1,183 @@
+"""The ring region shared with the agent: its layout, and the consumer side of each ring.
+
+The layout is defined by agent/ada_hooks.c (see the comment at its top); this
+module mirrors it and `check_layout` compares the mirror with the offsets the
+compiled agent reports, so the two cannot drift apart silently.
+
+Local device: the region is a file in /dev/shm (mode 0600, unique name), mapped
+by the agent and by this process. Rings survive a crash of the target.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from atf import format as F
+
+REGION_MAGIC = 0x31474E4952414441  # "ADARING1"
+HEADER_SIZE = 4096
+SLOT_SIZE = 256
+SLOT_ACTIVE = 1
+
+# RegionHeader fields: (offset, dtype)
+H_MAGIC, H_MAX_THREADS, H_INDEX_CAP, H_DETAIL_CAP = (0, "<u8"), (12, "<u4"), (16, "<u4"), (20, "<u4")
+H_REGISTERED, H_OVERFLOW_THREADS, H_OVERFLOW_EVENTS = (24, "<u4"), (28, "<u4"), (32, "<u8")
+H_POLICY, H_STOP, H_HEARTBEAT, H_STALL = (40, "<u4"), (44, "<u4"), (48, "<u8"), (56, "<u8")
+# SlotControl fields
+S_STATE, S_TID, S_HEAD, S_DROPS, S_TAIL = 0, 4, 64, 72, 128
+
+# What ada_layout() reports, word by word (see agent/ada_hooks.c).
+EXPECTED_LAYOUT = {0: 88, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
+                   4: H_HEARTBEAT[0], 5: S_HEAD, 6: S_TAIL, 7: S_DROPS, 8: H_STOP[0],
+                   9: H_OVERFLOW_EVENTS[0], 12: 80}
+
+POLICY_WAIT, POLICY_DROP = 0, 1
+
+
+def clock_ns() -> int:
+    """The recording clock on this host (CLOCK_BOOTTIME on Linux, as the agent uses)."""
+    clk = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+    return time.clock_gettime_ns(clk)
+
+
+@dataclass(frozen=True)
+class RegionGeometry:
+    max_threads: int
+    index_capacity: int  # events per ring, power of two
+    detail_capacity: int = 0  # bytes per detail ring, power of two or 0
+
+    @property
+    def index_rings_offset(self) -> int:
+        return _page_align(HEADER_SIZE + self.max_threads * SLOT_SIZE)
+
+    @property
+    def detail_rings_offset(self) -> int:
+        return _page_align(self.index_rings_offset
+                           + self.max_threads * self.index_capacity * F.INDEX_EVENT_SIZE)
+
+    @property
+    def size(self) -> int:
+        return _page_align(self.detail_rings_offset + self.max_threads * self.detail_capacity)
+
+
+def _page_align(n: int) -> int:
+    return (n + 4095) & ~4095
+
+
+def check_layout(words: list[int]) -> None:
+    """Raise if the compiled agent's structures differ from this mirror."""
+    for i, want in EXPECTED_LAYOUT.items():
+        if words[i] != want:
+            raise RuntimeError(f"agent ring layout word {i} is {words[i]}, host expects {want}: "
+                               "agent/ada_hooks.c and tracer/rings.py disagree")
+
+
+class SharedRegion:
+    """A /dev/shm file holding the ring region, mapped here; removed by close()."""
+
+    def __init__(self, geometry: RegionGeometry) -> None:
+        self.geometry = geometry
+        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        self.path = base / f"ada-{os.getpid()}-{secrets.token_hex(8)}"
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, geometry.size)
+            self.map = mmap.mmap(fd, geometry.size, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self.buf = np.frombuffer(self.map, dtype=np.uint8)
+
+    def make_readable_by(self, uid: int | None) -> None:
+        """Hand the file to the target's user when it runs as someone else (mode stays 0600)."""
+        if uid is not None and uid != os.getuid():
+            os.chown(self.path, uid, -1)
+
+    def close(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class RingReader:
+    """Consumer side of every ring in a region (the drain thread's view).
+
+    `buf` is the region as a uint8 array: the local mapping, or for the RPC
+    transport a copy pulled from the target (see tracer.transport).
+    """
+
+    def __init__(self, buf: np.ndarray, geometry: RegionGeometry) -> None:
+        self.buf = buf
+        self.g = geometry
+        self._u64 = buf[:HEADER_SIZE + geometry.max_threads * SLOT_SIZE].view("<u8")
+        self._u32 = buf[:HEADER_SIZE + geometry.max_threads * SLOT_SIZE].view("<u4")
+        self._events = buf[geometry.index_rings_offset:geometry.detail_rings_offset].view(
+            F.INDEX_EVENT)[:geometry.max_threads * geometry.index_capacity].reshape(
+            geometry.max_threads, geometry.index_capacity)
+
+    def _h32(self, field: tuple[int, str]) -> int:
+        return int(self._u32[field[0] // 4])
+
+    def _h64(self, field: tuple[int, str]) -> int:
+        return int(self._u64[field[0] // 8])
+
+    @property
+    def ready(self) -> bool:
+        return self._h64(H_MAGIC) == REGION_MAGIC
+
+    @property
+    def registered(self) -> int:
+        return min(self._h32(H_REGISTERED), self.g.max_threads)
+
+    @property
+    def overflow_threads(self) -> int:
+        return self._h32(H_OVERFLOW_THREADS)
+
+    @property
+    def overflow_events(self) -> int:
+        return self._h64(H_OVERFLOW_EVENTS)
+
+    def _slot(self, slot: int, off: int, width: int = 8) -> int:
+        pos = HEADER_SIZE + slot * SLOT_SIZE + off
+        return int(self._u64[pos // 8]) if width == 8 else int(self._u32[pos // 4])
+
+    def active(self, slot: int) -> bool:
+        return self._slot(slot, S_STATE, 4) == SLOT_ACTIVE
+
+    def tid(self, slot: int) -> int:
+        return self._slot(slot, S_TID, 4)
+
+    def head(self, slot: int) -> int:
+        return self._slot(slot, S_HEAD)
+
+    def drops(self, slot: int) -> int:
+        return self._slot(slot, S_DROPS)
+
+    def events(self, slot: int, start: int, end: int) -> list[np.ndarray]:
+        """Index events [start, end) of a ring as at most two views (the ring wraps)."""
+        cap = self.g.index_capacity
+        ring = self._events[slot]
+        a, b = start % cap, end % cap
+        if end - start == 0:
+            return []
+        if a < b:
+            return [ring[a:b]]
+        return [ring[a:], ring[:b]] if b else [ring[a:]]
+
+    def set_tail(self, slot: int, tail: int) -> None:
+        self._u64[(HEADER_SIZE + slot * SLOT_SIZE + S_TAIL) // 8] = tail
+
+    def heartbeat(self) -> None:
+        self._u64[H_HEARTBEAT[0] // 8] = clock_ns()
+
+    def set_stop(self) -> None:
+        self._u32[H_STOP[0] // 4] = 1

@@ -1,0 +1,76 @@
+"""Function selection in frida-trace's spelling, kept in the order given.
+
+-i/-x [MODULE!]GLOB include/exclude exported functions, -I/-X MODULE include/
+exclude whole modules, -a MODULE!OFFSET one address, -s [MODULE!]GLOB functions
+from the symbol table (exported or not). The agent applies them in order, each
+adding to or removing from the set (agent/ada_agent.js, resolve()).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _split(value: str) -> tuple[str | None, str]:
+    module, sep, name = value.rpartition("!")
+    return (module or None) if sep else None, name
+
+
+def parse_item(flag: str, value: str) -> dict[str, Any]:
+    """One selection item for the agent; ValueError with the reason when malformed."""
+    if not value:
+        raise ValueError(f"{flag} needs a value")
+    if flag in ("-i", "-x", "-s"):
+        module, pattern = _split(value)
+        if not pattern:
+            raise ValueError(f"{flag} {value!r}: no function pattern after '!'")
+        return {"op": "exclude" if flag == "-x" else "include",
+                "kind": "symbol" if flag == "-s" else "function",
+                "module": module, "pattern": pattern, "offset": None}
+    if flag in ("-I", "-X"):
+        return {"op": "include" if flag == "-I" else "exclude", "kind": "module",
+                "module": value, "pattern": None, "offset": None}
+    if flag == "-a":
+        module, offset = _split(value)
+        if module is None:
+            raise ValueError(f"-a {value!r}: expected MODULE!OFFSET, e.g. libc.so.6!0x1234")
+        try:
+            off = int(offset, 0)
+        except ValueError:
+            raise ValueError(f"-a {value!r}: offset {offset!r} is not a number") from None
+        if off < 0:
+            raise ValueError(f"-a {value!r}: offset must not be negative")
+        return {"op": "include", "kind": "offset", "module": module, "pattern": None,
+                "offset": off}
+    raise ValueError(f"unknown selection flag {flag}")
+
+
+class SelectionAction(argparse.Action):
+    """Appends (in command-line order) to one shared `selection` list."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        items = getattr(namespace, self.dest, None) or []
+        try:
+            items.append(parse_item(option_string or "", values))
+        except ValueError as e:
+            parser.error(str(e))
+        setattr(namespace, self.dest, items)
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("function selection (frida-trace style, applied in order)")
+    g.add_argument("-i", "--include", dest="selection", action=SelectionAction,
+                   metavar="[MODULE!]GLOB", help="include exported functions matching GLOB")
+    g.add_argument("-x", "--exclude", dest="selection", action=SelectionAction,
+                   metavar="[MODULE!]GLOB", help="exclude functions matching GLOB")
+    g.add_argument("-I", "--include-module", dest="selection", action=SelectionAction,
+                   metavar="MODULE", help="include every exported function of MODULE")
+    g.add_argument("-X", "--exclude-module", dest="selection", action=SelectionAction,
+                   metavar="MODULE", help="exclude every function of MODULE")
+    g.add_argument("-a", "--add", dest="selection", action=SelectionAction,
+                   metavar="MODULE!OFFSET", help="include the function at MODULE's base + OFFSET")
+    g.add_argument("-s", "--symbol", dest="selection", action=SelectionAction,
+                   metavar="[MODULE!]GLOB",
+                   help="include functions from the symbol table (exported or not) matching GLOB")
