@@ -1,4 +1,4 @@
-"""One way to run the real `ada` command in tests, showing its output when a test fails."""
+"""Helpers shared by the tests: run the real `ada` command, and read what it recorded."""
 
 from __future__ import annotations
 
@@ -6,11 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+import atf
+from atf import format as F
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_ada(*args: object, timeout: float = 120, check: bool = False,
             **kwargs) -> subprocess.CompletedProcess:
+    """Run `python -m tracer ARGS`; print its output so a failing test shows it."""
     cmd = [sys.executable, "-m", "tracer", *map(str, args)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
@@ -23,3 +29,30 @@ def run_ada(*args: object, timeout: float = 120, check: bool = False,
         raise AssertionError(f"exit {out.returncode}: {' '.join(cmd)}\n{out.stderr}")
     return out
 
+
+def session_path(out: subprocess.CompletedProcess) -> Path:
+    """The session directory: the last line ada trace printed on stdout."""
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert lines, f"no session path on stdout\n{out.stderr}"
+    path = Path(lines[-1])
+    assert path.is_dir(), f"last stdout line is not a directory: {lines[-1]!r}"
+    return path
+
+
+def function_events(session: atf.SessionReader, name: str) -> dict[int, np.ndarray]:
+    """Per thread_N: the index events of the function called `name`."""
+    fids = [fid for fid, n in session.symbol_names().items() if n == name]
+    assert len(fids) == 1, f"{name} in symbols: {fids}"
+    result = {}
+    for t in session.threads:
+        ev = t.index.events
+        result[t.id] = ev[ev["function_id"] == fids[0]]
+    return result
+
+
+def assert_balanced(ev: np.ndarray) -> None:
+    """CALL/RETURN alternate with matching depths, timestamps never go back."""
+    kinds = ev["event_kind"]
+    ts = ev["timestamp_ns"].astype(np.int64)
+    assert np.all(np.diff(ts) >= 0), "timestamps go backwards"
+    assert np.count_nonzero(kinds == F.EVENT_CALL) == np.count_nonzero(kinds == F.EVENT_RETURN)

@@ -68,6 +68,7 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     assert out.returncode == 1 and "thread_1/index.atf" in out.stderr
 
 
-def test_usage_errors_exit_2_with_usage():
+def test_usage_errors_exit_2_in_one_line():
     out = run_ada("dump", DATA / "r1_session", "--limit", "-3")
     assert out.returncode == 2 and "expected a value >= 0" in out.stderr
+    assert out.stderr.count("\n") == 1

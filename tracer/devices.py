@@ -17,9 +17,22 @@ from frida_tools.application import ConsoleApplication, find_device
 from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
 
 
+class _RecordDeviceFlag(argparse._StoreConstAction):
+    """-U and -R both store into device_type; remember each so two of them can be refused."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        namespace.device_flags = list(getattr(namespace, "device_flags", None) or []) + [
+            option_string]
+        super().__call__(parser, namespace, values, option_string)
+
+
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("device (as in frida-tools; at most one of -D, -U, -R, -H)")
     ConsoleApplication._add_device_arguments(None, group)  # type: ignore[arg-type]
+    for action in group._group_actions:
+        if action.dest == "device_type" and isinstance(action, argparse._StoreConstAction):
+            action.__class__ = _RecordDeviceFlag
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,8 +77,8 @@ def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 def check_device_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    chosen = [o for o, v in (("-D", args.device_id), ("-U/-R", args.device_type), ("-H", args.host))
-              if v is not None]
+    chosen = [o for o, v in (("-D", args.device_id), ("-H", args.host)) if v is not None]
+    chosen += getattr(args, "device_flags", None) or []
     if len(chosen) > 1:
         parser.error("Only one of -D, -U, -R, and -H may be specified")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 from atf import AtfError
 
@@ -21,11 +21,18 @@ from .common import CliError
 COMMANDS = (trace, info, dump, verify)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr (exit 2), pointing at --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ada", description="Record native function calls with Frida and read the traces.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     for module in COMMANDS:
         module.add_parser(sub)

@@ -1,0 +1,199 @@
+"""`ada trace` end to end: Frida attached to real programs built from tests/targets/*.c."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import atf
+from atf import format as F
+from helpers import assert_balanced, function_events, run_ada, session_path
+
+
+def trace(tmp_path, *args, timeout=120):
+    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return atf.open_session(session_path(out)), out
+
+
+def assert_verify_clean(path):
+    out = run_ada("verify", path)
+    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
+
+
+def test_exact_count_one_thread(tmp_path, target_bin):
+    n = 5000
+    s, out = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work")
+    per_thread = function_events(s, "work")
+    assert list(per_thread) == [0] and len(per_thread[0]) == 2 * n
+    ev = per_thread[0]
+    assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], n))
+    assert np.all(ev["call_depth"] == 0) and np.all(ev["detail_seq"] == F.NO_DETAIL_SEQ)
+    assert_balanced(ev)
+    assert s.threads[0].thread_id == s.manifest["process"]["pid"]
+    assert s.manifest["end"] == {"clean": True, "reason": "target-exited", "crash": None}
+    assert s.manifest["threads"][0]["index_events"] == 2 * n
+    assert_verify_clean(s.path)
+
+
+def test_exact_counts_eight_threads(tmp_path, target_bin):
+    n = 3000
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work")
+    per_thread = function_events(s, "work")
+    counts = sorted(len(ev) for ev in per_thread.values())
+    assert counts == [2 * (n + i) for i in range(8)]  # thread i makes n + i calls
+    for ev in per_thread.values():
+        assert_balanced(ev)
+        assert np.all(ev["call_depth"] == 0)
+    assert len({t.thread_id for t in s.threads}) == 8
+    assert_verify_clean(s.path)
+
+
+def test_depth_with_recursion_and_longjmp(tmp_path, target_bin):
+    s, _ = trace(tmp_path, "-f", target_bin("depth"), "-i", "depth!fact", "-i", "depth!jumper",
+                 "-i", "depth!after")
+    names = s.symbol_names()
+    ev = s.threads[0].index.events
+    seq = [(names[int(e["function_id"])], F.EVENT_KIND_NAMES[int(e["event_kind"])],
+            int(e["call_depth"])) for e in ev]
+    fact = [("fact", "CALL", d) for d in range(5)] + [("fact", "RETURN", d) for d in range(4, -1, -1)]
+    after = [("after", "CALL", 0), ("after", "RETURN", 0)] * 3
+    assert seq == fact + [("jumper", "CALL", 0)] + after
+
+
+def test_thread_churn_records_every_thread(tmp_path, target_bin):
+    threads = 1000
+    s, out = trace(tmp_path, "-f", target_bin("churn"), str(threads), "-i", "churn!work",
+                   timeout=240)
+    expected = {}
+    for line in out.stdout.splitlines()[:-1]:
+        tid, i = map(int, line.split())
+        expected[tid] = 2 * ((i % 7) + 1)
+    assert len(expected) == threads
+    got = {t.thread_id: len(t.index) for t in s.threads}
+    assert got == expected
+    assert s.manifest["drops"]["overflow_threads"] == 0
+    assert_verify_clean(s.path)
+
+
+def test_tracing_clock_gettime_itself(tmp_path, target_bin):
+    """The hot path reads the clock too: no recursion, no deadlock, every call recorded."""
+    n = 2000
+    s, _ = trace(tmp_path, "-f", target_bin("clock_user"), str(n), "-i", "libc.so*!clock_gettime")
+    pid = s.manifest["process"]["pid"]
+    main = [t for t in s.threads if t.thread_id == pid]
+    assert len(main) == 1
+    ev = main[0].index.events
+    assert np.count_nonzero(ev["event_kind"] == F.EVENT_CALL) == n
+    assert np.count_nonzero(ev["event_kind"] == F.EVENT_RETURN) == n
+    assert_verify_clean(s.path)
+
+
+def read_line(proc, timeout=10.0):
+    """One line of a child's stdout, or fail after `timeout` (never hangs the suite)."""
+    import select
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            return proc.stdout.readline()
+    raise AssertionError("no output from the target")
+
+
+def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):
+    proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc).startswith("tick")
+        s, _ = trace(tmp_path, "-p", proc.pid, "-i", "ticker!work", "--duration", "1")
+        assert s.manifest["end"]["reason"] == "duration"
+        work = function_events(s, "work")[0]
+        assert len(work) >= 2000 and len(work) % 2 == 0
+        assert_balanced(work)
+        before = int(read_line(proc).split()[1])
+        time.sleep(0.3)
+        ticks = [read_line(proc) for _ in range(5)]
+        assert proc.poll() is None, "the target died after detach"
+        assert int(ticks[-1].split()[1]) > before
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bin):
+    out_dir = tmp_path / "traces"
+    ada = subprocess.Popen([os.sys.executable, "-m", "tracer", "trace", "-q", "-o", out_dir,
+                            "-f", target_bin("ticker"), "-i", "ticker!work"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           cwd=Path(__file__).resolve().parents[1])
+    target_pid = None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
+            if files and files[0].stat().st_size > 64 + 32 * 20000:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("no events recorded")
+        session = files[0].parents[1]
+        target_pid = int(session.name[4:])
+        ada.send_signal(signal.SIGKILL)
+        ada.wait(timeout=10)
+    finally:
+        if ada.poll() is None:
+            ada.kill()
+        if target_pid is not None:
+            os.kill(target_pid, signal.SIGKILL)
+    assert not (session / "manifest.json").exists()
+    out = run_ada("verify", session)
+    assert out.returncode == 0 and "recovered" in out.stdout
+    s = atf.open_session(session)
+    for t in s.threads:
+        size = (t.path / "index.atf").stat().st_size
+        assert t.index.state == "recovered" and len(t.index) == (size - 64) // 32
+        assert_balanced(t.index.events[:len(t.index) // 2 * 2])
+    info = json.loads(run_ada("info", session, "--json").stdout)
+    assert info["state"] == "recovered" and info["index_events"] == s.event_count
+
+
+def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin):
+    n = 5000
+    s, _ = trace(tmp_path, "-f", target_bin("ticker"), "crash-after", str(n), "-i", "ticker!work")
+    assert s.manifest["end"]["reason"] in ("target-crashed", "target-exited")
+    work = function_events(s, "work")[0]
+    assert len(work) == 2 * n
+    assert_verify_clean(s.path)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-p", "999999", "-i", "x"], "no such process"),
+    (["-n", "no-such-process-ada", "-i", "x"], "no such process"),
+    (["-f", "/nonexistent/ada-target", "-i", "x"], "cannot spawn"),
+    (["-o", "/dev/null/sub", "-f", "/bin/true", "-i", "x"], "not writable"),
+])
+def test_bad_input_is_one_line_and_exit_1(tmp_path, args, message):
+    out = run_ada("trace", *args)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_no_matching_function_exits_1_and_kills_the_spawned_target(tmp_path, target_bin):
+    exe = target_bin("ticker")
+    out = run_ada("trace", "-o", tmp_path, "-f", exe, "-i", "ticker!no_such_fn*")
+    assert out.returncode == 1 and "no function matched" in out.stderr
+    leftover = subprocess.run(["pgrep", "-f", str(exe)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
+
+
+def test_usage_errors(tmp_path):
+    for args in (["-p", "1", "-n", "x", "-i", "f"], ["-p", "1"], ["-p", "1", "-a", "nomodule"],
+                 ["-p", "1", "-i", "f", "-U", "-R"]):
+        out = run_ada("trace", *args)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, args
+        assert out.stderr.startswith("ada trace: error: ") and "--help" in out.stderr
