@@ -109,6 +109,7 @@ typedef struct
   ThreadState * threads;      /* max_threads entries, zeroed */
   ThreadState overflow;       /* shared by every thread past max_threads */
   guint64 index_mask;
+  guint64 index_capacity;
 } AdaState;
 
 extern AdaState ada_state;
@@ -131,6 +132,7 @@ ada_now (void)
   return (guint64) ts.tv_sec * 1000000000ULL + (guint64) ts.tv_nsec;
 }
 #endif
+#define ADA_NOW(v) ((v) = ada_now ())
 
 #ifdef ADA_TID_SYSCALL
 extern glong syscall (glong number, ...);
@@ -153,12 +155,7 @@ ada_os_thread_id (void)
 #if defined (HAVE_I386)
 # define ADA_COMPILER_BARRIER() __asm__ volatile ("" ::: "memory")
 # define ADA_SP(ic) ((ic)->cpu_context->rsp)
-static void
-ada_store_release (volatile guint64 * p, guint64 v)
-{
-  ADA_COMPILER_BARRIER ();
-  *p = v;
-}
+# define ADA_STORE_RELEASE(p, v) do { ADA_COMPILER_BARRIER (); *(p) = (v); } while (0)
 static guint64
 ada_load_acquire (volatile guint64 * p)
 {
@@ -168,6 +165,7 @@ ada_load_acquire (volatile guint64 * p)
 }
 #else
 # define ADA_SP(ic) ((ic)->cpu_context->sp)
+# define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
 static void
 ada_store_release (volatile guint64 * p, guint64 v)
 {
@@ -189,6 +187,7 @@ ada_init (void)
   s->slots = (SlotControl *) ((guint8 *) s->region + 4096);
   s->index_rings = (guint8 *) s->region + s->region->index_rings_offset;
   s->index_mask = s->region->index_capacity - 1;
+  s->index_capacity = s->region->index_capacity;
   s->overflow.overflowed = 1;
 }
 
@@ -239,14 +238,13 @@ ada_register_thread (void)
   return t;
 }
 
-static ThreadState *
-ada_thread (void)
-{
-  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
-  if (t == NULL)
-    t = ada_register_thread ();
-  return t;
-}
+/* TinyCC does not inline: the per-call steps below are macros, not functions. */
+#define ADA_THREAD(t) \
+  do { \
+    t = gum_tls_key_get_value (ada_state.tls_key); \
+    if (t == NULL) \
+      t = ada_register_thread (); \
+  } while (0)
 
 /* Wait for the drain to make room. FALSE when the event must be dropped. */
 static gboolean
@@ -276,40 +274,51 @@ ada_wait_for_room (ThreadState * t)
   }
 }
 
-static void
-ada_emit (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 kind, guint32 depth)
-{
-  IndexEvent * e;
-  guint64 head = t->head;
+static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id,
+                           guint32 kind, guint32 depth);
 
-  if (head - t->cached_tail >= ada_state.region->index_capacity)
+#define ADA_EMIT(t_, ts_, fid_, kind_, depth_) \
+  do { \
+    guint64 h_ = (t_)->head; \
+    if (h_ - (t_)->cached_tail >= ada_state.index_capacity) { \
+      ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_)); \
+    } else { \
+      IndexEvent * e_ = &(t_)->ring[h_ & ada_state.index_mask]; \
+      e_->timestamp_ns = (ts_); \
+      e_->function_id = (fid_); \
+      e_->thread_id = (t_)->tid; \
+      e_->event_kind = (kind_); \
+      e_->call_depth = (depth_); \
+      e_->detail_seq = ADA_NO_DETAIL; \
+      (t_)->head = h_ + 1; \
+      ADA_STORE_RELEASE (&(t_)->ctl->head, h_ + 1); \
+    } \
+  } while (0)
+
+/* The ring looked full: refresh the tail, wait or drop, then write. */
+static void
+ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 kind,
+               guint32 depth)
+{
+  t->cached_tail = ada_load_acquire (&t->ctl->tail);
+  if (t->head - t->cached_tail >= ada_state.index_capacity && !ada_wait_for_room (t))
   {
-    t->cached_tail = ada_load_acquire (&t->ctl->tail);
-    if (head - t->cached_tail >= ada_state.region->index_capacity && !ada_wait_for_room (t))
-    {
-      t->ctl->drops++;
-      return;
-    }
+    t->ctl->drops++;
+    return;
   }
-  e = &t->ring[head & ada_state.index_mask];
-  e->timestamp_ns = timestamp;
-  e->function_id = function_id;
-  e->thread_id = t->tid;
-  e->event_kind = kind;
-  e->call_depth = depth;
-  e->detail_seq = ADA_NO_DETAIL;
-  t->head = head + 1;
-  ada_store_release (&t->ctl->head, head + 1);
+  ADA_EMIT (t, timestamp, function_id, kind, depth);
 }
 
 void
 ada_on_enter (GumInvocationContext * ic)
 {
-  guint64 now = ada_now ();
-  ThreadState * t = ada_thread ();
+  guint64 now;
+  ThreadState * t;
   guint64 sp = ADA_SP (ic);
   guint32 depth;
 
+  ADA_NOW (now);
+  ADA_THREAD (t);
   if (t->overflowed)
   {
     g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1);
@@ -325,33 +334,38 @@ ada_on_enter (GumInvocationContext * ic)
     t->shadow_sp[t->shadow_len++] = sp;
   else
     t->depth_extra++;
-  *GUM_IC_GET_INVOCATION_DATA (ic, guint32) = depth;
-  ada_emit (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth);
+  ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth);
 }
 
 void
 ada_on_leave (GumInvocationContext * ic)
 {
-  guint64 now = ada_now ();
-  ThreadState * t = ada_thread ();
+  guint64 now;
+  ThreadState * t;
+  guint64 sp = ADA_SP (ic);
   guint32 depth;
 
+  ADA_NOW (now);
+  ADA_THREAD (t);
   if (t->overflowed)
   {
     g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1);
     return;
   }
-  /* A RETURN carries its CALL's depth; everything deeper is closed now. */
-  depth = *GUM_IC_GET_INVOCATION_DATA (ic, guint32);
-  if (depth >= ADA_SHADOW_MAX)
+  /* sp on leave is the sp its CALL saw. Deeper entries were left without a
+   * return; the matching entry gives the CALL's depth, which a RETURN carries. */
+  if (t->depth_extra > 0)
   {
-    t->depth_extra = depth - ADA_SHADOW_MAX;
+    t->depth_extra--;
+    depth = t->shadow_len + t->depth_extra;
   }
   else
   {
-    t->depth_extra = 0;
-    if (t->shadow_len > depth)
-      t->shadow_len = depth;
+    while (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] < sp)
+      t->shadow_len--;
+    if (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] == sp)
+      t->shadow_len--;
+    depth = t->shadow_len;
   }
-  ada_emit (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth);
+  ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth);
 }

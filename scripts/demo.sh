@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's first command: install ada into .venv, build a small C program, record it
+# with `ada trace`, then show `ada info`, the start of `ada dump` and `ada verify`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/venv.sh
+mkdir -p build
+gcc -O1 -g -rdynamic -o build/demo scripts/demo.c
+session=$("$VENV/bin/ada" trace -o build/ada_traces -f build/demo -i 'demo!checksum' \
+          -i 'demo!parse_digit' -i 'demo!fib' | tail -n 1)
+echo "== ada info $session"
+"$VENV/bin/ada" info "$session"
+echo "== ada dump $session --limit 20"
+"$VENV/bin/ada" dump "$session" --limit 20
+echo "== ada verify $session"
+"$VENV/bin/ada" verify "$session"
