@@ -31,14 +31,22 @@ function platformConfig() {
     defines.push('#define ADA_CLOCK_MACH 1');
     defines.push(`#define ADA_MACH_NUMER ${timebase.readU32()}ULL`);
     defines.push(`#define ADA_MACH_DENOM ${timebase.add(4).readU32()}ULL`);
-    symbols.mach_continuous_time = Module.getGlobalExportByName('mach_continuous_time');
-    symbols.pthread_threadid_np = Module.getGlobalExportByName('pthread_threadid_np');
+    defines.push('#define ADA_STACK_DARWIN 1');
+    defines.push('#define ADA_SAFE_READ_MACH 1');
+    for (const name of ['mach_continuous_time', 'pthread_threadid_np', 'pthread_self',
+                        'pthread_get_stackaddr_np', 'pthread_get_stacksize_np', 'mach_task_self_',
+                        'mach_vm_read_overwrite'])
+      symbols[name] = Module.getGlobalExportByName(name);
     clockType = 1;
   } else if (Process.platform === 'linux') {
     defines.push(`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`);
     defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
+    defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
+    defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
-    symbols.syscall = Module.getGlobalExportByName('syscall');
+    for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
+                        'pthread_attr_destroy'])
+      symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
   } else {
     throw new Error(`unsupported platform ${Process.platform}`);
@@ -79,6 +87,7 @@ class AdaAgent {
     this.regionSize = 0;
     this.selected = new Map();  /* address string -> {name, module, address} */
     this.functions = [];
+    this.triggers = [];
     this.hooked = false;
   }
 
@@ -101,7 +110,7 @@ class AdaAgent {
     const threads = Memory.alloc(config.maxThreads * words[10]);
     state.add(Process.pointerSize).writePointer(this.region);
     state.add(Process.pointerSize * 4).writePointer(threads);
-    new NativeFunction(this.cm.ada_init, 'void', [])();
+    new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
     this.keepAlive.push(state, layout, threads, symbols);
     return {
       pid: Process.id,
@@ -141,6 +150,9 @@ class AdaAgent {
     r.add(64).writeU64(uint64(c.indexRingsOffset));
     r.add(72).writeU64(uint64(c.detailRingsOffset));
     r.add(80).writeU64(uint64(c.regionSize));
+    r.add(88).writeU32(c.detailMode);
+    r.add(92).writeU32(c.stackBytes);
+    r.add(112).writeU64(uint64(c.triggerGapNs));
     r.writeU64(uint64('0x31474e4952414441'));  /* magic last: the header is complete */
   }
 
@@ -150,6 +162,26 @@ class AdaAgent {
    * offset (-a), symbol (-s, from the symbol table, exported or not).
    */
   resolve(selection) {
+    this.selected = this._select(selection);
+    return { functions: this._assignIds(), warnings: [] };
+  }
+
+  /* --trigger patterns use the same spelling; their calls go to ada_on_trigger. */
+  resolveTriggers(selection) {
+    const found = [...this._select(selection).values()];
+    this.triggers = found.map((f, i) => ({
+      triggerId: hex64(0xffffffff, i), name: f.name, module: f.module.name, address: f.address.toString(),
+    }));
+    return this.triggers;
+  }
+
+  _select(selection) {
+    const selected = new Map();
+    const add = (module, name, address) => {
+      const key = address.toString();
+      if (!selected.has(key))
+        selected.set(key, { name, module, address });
+    };
     const modules = Process.enumerateModules();
     const matchModules = glob => {
       if (glob === null)
@@ -157,38 +189,31 @@ class AdaAgent {
       const re = globToRegExp(glob);
       return modules.filter(m => re.test(m.name) || re.test(m.path));
     };
-    const warnings = [];
     for (const item of selection) {
       const nameRe = item.pattern !== null ? globToRegExp(item.pattern) : null;
       if (item.op === 'exclude') {
         const mods = new Set(matchModules(item.module).map(m => m.path));
-        for (const [key, f] of this.selected) {
+        for (const [key, f] of selected) {
           if (mods.has(f.module.path) && (item.kind === 'module' || nameRe.test(f.name)))
-            this.selected.delete(key);
+            selected.delete(key);
         }
         continue;
       }
       for (const m of matchModules(item.module)) {
         if (item.kind === 'offset') {
-          this._add(m, `${m.name}+0x${item.offset.toString(16)}`, m.base.add(item.offset));
+          add(m, `${m.name}+0x${item.offset.toString(16)}`, m.base.add(item.offset));
         } else if (item.kind === 'symbol') {
           for (const s of m.enumerateSymbols())
             if (s.type === 'function' && !s.address.isNull() && nameRe.test(s.name))
-              this._add(m, s.name, s.address);
+              add(m, s.name, s.address);
         } else {
           for (const e of m.enumerateExports())
             if (e.type === 'function' && (item.kind === 'module' || nameRe.test(e.name)))
-              this._add(m, e.name, e.address);
+              add(m, e.name, e.address);
         }
       }
     }
-    return { functions: this._assignIds(), warnings };
-  }
-
-  _add(module, name, address) {
-    const key = address.toString();
-    if (!this.selected.has(key))
-      this.selected.set(key, { name, module, address });
+    return selected;
   }
 
   /* function_id = module_id << 32 | symbol_index: main module 0, others by path; by address within. */
@@ -230,6 +255,15 @@ class AdaAgent {
         failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
       }
     }
+    const onTrigger = { onEnter: this.cm.ada_on_trigger };
+    for (const t of this.triggers) {
+      try {
+        Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId));
+      } catch (e) {
+        failures.push({ name: t.name, module: t.module, address: t.address, error: e.message,
+                        trigger: true });
+      }
+    }
     Interceptor.flush();
     this.hooked = true;
     return { hooked, failures };
@@ -252,6 +286,7 @@ const agent = new AdaAgent();
 rpc.exports = {
   init: config => agent.init(config),
   resolve: selection => agent.resolve(selection),
+  resolveTriggers: selection => agent.resolveTriggers(selection),
   hook: () => agent.hook(),
   stop: () => agent.stop(),
   dispose: () => agent.stop(),

@@ -21,19 +21,27 @@
  * Shared region layout (all little-endian; mirrored in tracer/rings.py, which
  * checks the offsets reported by ada_layout() at start-up):
  *
- *   0                     RegionHeader (4096 bytes)
+ *   0                     RegionHeader (128 bytes; the rest of the page is free)
+ *   1024                  TriggerEntry[ADA_TRIGGER_SLOTS] (32 bytes each)
  *   4096                  SlotControl[max_threads] (256 bytes each)
  *   index_rings_offset    max_threads x index_capacity x 32-byte events
  *   detail_rings_offset   max_threads x detail_capacity bytes (0 when off)
  *
  * A ring is single-producer (its thread) single-consumer (the host drain).
- * head and tail count events since the start and never wrap; position in the
- * ring is head & (capacity - 1). The n-th event a thread enqueues is index
- * event n of its file: its index_seq.
+ * Index head and tail count events since the start and never wrap; position
+ * in the ring is head & (capacity - 1). The n-th event a thread enqueues is
+ * index event n of its file: its index_seq. Detail rings are byte rings of
+ * back-to-back ATF detail records (revision 1 layout); their head and tail
+ * count bytes. A record may wrap around the end of its ring.
+ *
+ * Triggers (--trigger functions) go to one small multi-producer ring: a
+ * producer reserves an entry with an atomic add and commits it by writing
+ * commit = position + 1 last; the host reads entries in order.
  */
 
 #include <gum/guminterceptor.h>
 #include <gum/gumtls.h>
+#include <string.h>
 
 #define ADA_REGION_MAGIC 0x31474e4952414441ULL /* "ADARING1" */
 #define ADA_REGION_VERSION 1
@@ -42,6 +50,16 @@
 #define ADA_NO_DETAIL 0xffffffffU
 #define ADA_SLOT_ACTIVE 1
 #define ADA_SHADOW_MAX 256
+#define ADA_DETAIL_OFF 0
+#define ADA_DETAIL_ALWAYS 1
+#define ADA_DETAIL_WINDOW 2
+#define ADA_DETAIL_FUNCTION_CALL 3
+#define ADA_DETAIL_FUNCTION_RETURN 4
+#define ADA_DETAIL_FIXED 124
+#define ADA_DETAIL_MAX_STACK 256
+#define ADA_FLAG_STACK_TRUNCATED 1
+#define ADA_TRIGGER_OFFSET 1024
+#define ADA_TRIGGER_SLOTS 64
 
 typedef struct
 {
@@ -60,18 +78,38 @@ typedef struct
   guint64 index_rings_offset;
   guint64 detail_rings_offset;
   guint64 region_size;
+  guint32 detail_mode;        /* ADA_DETAIL_OFF, _ALWAYS or _WINDOW */
+  guint32 stack_bytes;        /* stack window asked for, 0..256 */
+  guint32 trigger_head;       /* entries reserved by producers */
+  guint32 trigger_tail;       /* entries consumed by the host */
+  guint32 triggers_coalesced; /* trigger calls within trigger_gap_ns of the last one */
+  guint32 reserved0;
+  guint64 trigger_gap_ns;
+  guint64 last_trigger_ns;
 } RegionHeader;
+
+typedef struct
+{
+  guint64 timestamp_ns;
+  guint64 function_id;
+  guint32 tid;
+  guint32 commit;             /* position + 1, written last */
+  guint64 reserved;
+} TriggerEntry;
 
 typedef struct
 {
   guint32 state;              /* 0 free, 1 active (tid valid, ring in use) */
   guint32 tid;
-  guint64 pad0[7];
+  volatile guint64 detail_head; /* bytes written to the detail ring */
+  guint64 detail_drops;       /* detail records dropped (full ring, drop policy) */
+  guint64 pad0[5];
   volatile guint64 head;      /* producer cache line */
   guint64 drops;              /* events dropped because the ring was full */
   guint64 pad1[6];
   volatile guint64 tail;      /* consumer cache line */
-  guint64 pad2[7];
+  volatile guint64 detail_tail;
+  guint64 pad2[6];
   guint64 reserved[8];
 } SlotControl;
 
@@ -96,7 +134,12 @@ typedef struct
   guint32 overflowed;         /* 1: no slot, events are counted in overflow_events */
   guint32 depth_extra;        /* calls deeper than the shadow stack holds */
   guint32 shadow_len;
-  guint32 pad;
+  guint32 detail_count;       /* detail records written (the next detail_seq, --detail) */
+  guint8 * detail_ring;
+  guint64 detail_head;
+  guint64 detail_cached_tail;
+  guint64 stack_lo;           /* this thread's stack, when the OS told us; else 0, 0 */
+  guint64 stack_hi;
   guint64 shadow_sp[ADA_SHADOW_MAX]; /* sp at entry of each open call, outermost first */
 } ThreadState;
 
@@ -110,6 +153,14 @@ typedef struct
   ThreadState overflow;       /* shared by every thread past max_threads */
   guint64 index_mask;
   guint64 index_capacity;
+  guint8 * detail_rings;
+  guint64 detail_mask;
+  guint64 detail_capacity;
+  guint32 detail_mode;
+  guint32 stack_bytes;
+  guint32 pid;
+  guint32 reserved;
+  TriggerEntry * triggers;
 } AdaState;
 
 extern AdaState ada_state;
@@ -178,16 +229,115 @@ ada_load_acquire (volatile guint64 * p)
 }
 #endif
 
+#ifdef ADA_STACK_PTHREAD_ATTR
+/* glibc and bionic: the calling thread's stack from its attributes (once per thread). */
+extern gpointer pthread_self (void);
+extern int pthread_getattr_np (gpointer thread, gpointer attr);
+extern int pthread_attr_getstack (gconstpointer attr, gpointer * addr, gsize * size);
+extern int pthread_attr_destroy (gpointer attr);
+static void
+ada_stack_bounds (ThreadState * t)
+{
+  guint64 attr[16];           /* pthread_attr_t is at most 64 bytes on these ABIs */
+  gpointer addr = NULL;
+  gsize size = 0;
+  if (pthread_getattr_np (pthread_self (), attr) != 0)
+    return;
+  if (pthread_attr_getstack (attr, &addr, &size) == 0 && addr != NULL)
+  {
+    t->stack_lo = (guint64) (gsize) addr;
+    t->stack_hi = t->stack_lo + size;
+  }
+  pthread_attr_destroy (attr);
+}
+#elif defined (ADA_STACK_DARWIN)
+extern gpointer pthread_self (void);
+extern gpointer pthread_get_stackaddr_np (gpointer thread);
+extern gsize pthread_get_stacksize_np (gpointer thread);
+static void
+ada_stack_bounds (ThreadState * t)
+{
+  gpointer self = pthread_self ();
+  t->stack_hi = (guint64) (gsize) pthread_get_stackaddr_np (self);
+  t->stack_lo = t->stack_hi - pthread_get_stacksize_np (self);
+}
+#else
+static void
+ada_stack_bounds (ThreadState * t)
+{
+}
+#endif
+
+/*
+ * Copy up to n bytes from src without ever faulting; returns how many were
+ * readable. Used when sp is outside the thread's known stack (signal stacks,
+ * coroutines): one system call per page touched.
+ */
+#ifdef ADA_SAFE_READ_SYSCALL
+typedef struct { gpointer base; gsize len; } AdaIovec;
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  AdaIovec local, remote[2];
+  guint64 page_end = (src | 4095) + 1;
+  guint32 first = (guint32) MIN ((guint64) n, page_end - src);
+  glong got;
+  local.base = dst;
+  local.len = n;
+  remote[0].base = (gpointer) (gsize) src;
+  remote[0].len = first;
+  remote[1].base = (gpointer) (gsize) page_end;
+  remote[1].len = n - first;
+  got = syscall (ADA_SAFE_READ_SYSCALL, (glong) ada_state.pid, &local, (glong) 1, remote,
+      (glong) (n > first ? 2 : 1), (glong) 0);
+  return got > 0 ? (guint32) got : 0;
+}
+#elif defined (ADA_SAFE_READ_MACH)
+extern guint32 mach_task_self_;
+extern int mach_vm_read_overwrite (guint32 task, guint64 address, guint64 size, guint64 data,
+    guint64 * out_size);
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  guint32 done = 0;
+  while (done < n)
+  {
+    guint64 at = src + done;
+    guint64 chunk = MIN ((guint64) (n - done), ((at | 4095) + 1) - at);
+    guint64 got = 0;
+    if (mach_vm_read_overwrite (mach_task_self_, at, chunk, (guint64) (gsize) (dst + done),
+        &got) != 0)
+      break;
+    done += (guint32) got;
+  }
+  return done;
+}
+#else
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  return 0;
+}
+#endif
+
 /* Called once by the agent after it has mapped the region. */
 void
-ada_init (void)
+ada_init (guint32 pid)
 {
   AdaState * s = &ada_state;
+  RegionHeader * h = s->region;
   s->tls_key = gum_tls_key_new ();
-  s->slots = (SlotControl *) ((guint8 *) s->region + 4096);
-  s->index_rings = (guint8 *) s->region + s->region->index_rings_offset;
-  s->index_mask = s->region->index_capacity - 1;
-  s->index_capacity = s->region->index_capacity;
+  s->slots = (SlotControl *) ((guint8 *) h + 4096);
+  s->triggers = (TriggerEntry *) ((guint8 *) h + ADA_TRIGGER_OFFSET);
+  s->index_rings = (guint8 *) h + h->index_rings_offset;
+  s->index_mask = h->index_capacity - 1;
+  s->index_capacity = h->index_capacity;
+  s->detail_rings = (guint8 *) h + h->detail_rings_offset;
+  s->detail_capacity = h->detail_capacity;
+  s->detail_mask = h->detail_capacity - 1;
+  s->detail_mode = h->detail_capacity != 0 ? h->detail_mode : ADA_DETAIL_OFF;
+  s->stack_bytes = MIN (h->stack_bytes, ADA_DETAIL_MAX_STACK);
+  s->pid = pid;
   s->overflow.overflowed = 1;
 }
 
@@ -210,6 +360,9 @@ ada_layout (guint64 * out)
   out[10] = sizeof (ThreadState);
   out[11] = sizeof (AdaState);
   out[12] = (guint64) (gsize) &h->region_size;
+  out[13] = (guint64) (gsize) &c->detail_head;
+  out[14] = (guint64) (gsize) &c->detail_tail;
+  out[15] = (guint64) (gsize) &h->trigger_gap_ns;
 }
 
 static ThreadState *
@@ -232,6 +385,9 @@ ada_register_thread (void)
   t->tid = ada_os_thread_id ();
   t->ctl = &s->slots[slot];
   t->ring = (IndexEvent *) (s->index_rings + (gsize) slot * h->index_capacity * sizeof (IndexEvent));
+  t->detail_ring = s->detail_rings + (gsize) slot * s->detail_capacity;
+  if (s->detail_mode != ADA_DETAIL_OFF)
+    ada_stack_bounds (t);
   t->ctl->tid = t->tid;
   g_atomic_int_add ((volatile gint *) &t->ctl->state, ADA_SLOT_ACTIVE);
   gum_tls_key_set_value (s->tls_key, t);
@@ -246,12 +402,17 @@ ada_register_thread (void)
       t = ada_register_thread (); \
   } while (0)
 
-/* Wait for the drain to make room. FALSE when the event must be dropped. */
+/*
+ * Wait until the drain has consumed enough for `need` more units (events or
+ * bytes) in a ring of `capacity`. FALSE when the record must be dropped: the
+ * drop policy, the host's stop flag, or a drain silent for stall_ns (the host
+ * is gone, and waiting longer would hang the target).
+ */
 static gboolean
-ada_wait_for_room (ThreadState * t)
+ada_wait_for_room (volatile guint64 * tail, guint64 * cached_tail, guint64 head, guint64 need,
+    guint64 capacity)
 {
   RegionHeader * h = ada_state.region;
-  guint64 cap = h->index_capacity;
   guint spins = 0;
 
   if (h->policy != 0)
@@ -260,11 +421,9 @@ ada_wait_for_room (ThreadState * t)
   {
     if (h->stop)
       return FALSE;
-    t->cached_tail = ada_load_acquire (&t->ctl->tail);
-    if (t->head - t->cached_tail < cap)
+    *cached_tail = ada_load_acquire (tail);
+    if (head + need - *cached_tail <= capacity)
       return TRUE;
-    /* The drain writes heartbeat_ns on every pass: if it has been silent for
-     * stall_ns the host is gone, and waiting longer would hang the target. */
     if ((++spins & 63) == 0 && ada_now () - h->heartbeat_ns > h->stall_ns)
       return FALSE;
     if (spins < 1024)
@@ -275,13 +434,13 @@ ada_wait_for_room (ThreadState * t)
 }
 
 static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id,
-                           guint32 kind, guint32 depth);
+                           guint32 kind, guint32 depth, guint32 detail_seq);
 
-#define ADA_EMIT(t_, ts_, fid_, kind_, depth_) \
+#define ADA_EMIT(t_, ts_, fid_, kind_, depth_, dseq_) \
   do { \
     guint64 h_ = (t_)->head; \
     if (h_ - (t_)->cached_tail >= ada_state.index_capacity) { \
-      ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_)); \
+      ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_), (dseq_)); \
     } else { \
       IndexEvent * e_ = &(t_)->ring[h_ & ada_state.index_mask]; \
       e_->timestamp_ns = (ts_); \
@@ -289,24 +448,115 @@ static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_
       e_->thread_id = (t_)->tid; \
       e_->event_kind = (kind_); \
       e_->call_depth = (depth_); \
-      e_->detail_seq = ADA_NO_DETAIL; \
+      e_->detail_seq = (dseq_); \
       (t_)->head = h_ + 1; \
       ADA_STORE_RELEASE (&(t_)->ctl->head, h_ + 1); \
     } \
   } while (0)
 
-/* The ring looked full: refresh the tail, wait or drop, then write. */
+/* The index ring looked full: refresh the tail, wait or drop, then write. */
 static void
 ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 kind,
-               guint32 depth)
+               guint32 depth, guint32 detail_seq)
 {
-  t->cached_tail = ada_load_acquire (&t->ctl->tail);
-  if (t->head - t->cached_tail >= ada_state.index_capacity && !ada_wait_for_room (t))
+  if (!ada_wait_for_room (&t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
   {
     t->ctl->drops++;
     return;
   }
-  ADA_EMIT (t, timestamp, function_id, kind, depth);
+  ADA_EMIT (t, timestamp, function_id, kind, depth, detail_seq);
+}
+
+/*
+ * One detail record (header, registers, lr, fp, sp, stack window) into the
+ * thread's detail ring, linked to index_seq. Returns its detail_seq in
+ * --detail mode, ADA_NO_DETAIL in window mode (the host links it, if it is
+ * persisted) or when the record was dropped.
+ */
+static guint32
+ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
+    guint64 function_id, guint32 kind, guint32 index_seq)
+{
+  AdaState * s = &ada_state;
+  GumCpuContext * c = ic->cpu_context;
+  guint8 rec[ADA_DETAIL_FIXED + ADA_DETAIL_MAX_STACK];
+  guint64 * regs = (guint64 *) (rec + 32);
+  guint64 sp;
+  guint32 want = s->stack_bytes, got, total, first, pos;
+  guint16 flags = 0;
+
+#if defined (HAVE_I386)
+  regs[0] = c->rdi; regs[1] = c->rsi; regs[2] = c->rdx; regs[3] = c->rcx;
+  regs[4] = c->r8; regs[5] = c->r9; regs[6] = c->rax; regs[7] = c->r10;
+  *(guint64 *) (rec + 104) = c->rbp;
+  sp = c->rsp;
+#else
+  regs[0] = c->x[0]; regs[1] = c->x[1]; regs[2] = c->x[2]; regs[3] = c->x[3];
+  regs[4] = c->x[4]; regs[5] = c->x[5]; regs[6] = c->x[6]; regs[7] = c->x[7];
+  *(guint64 *) (rec + 104) = c->fp;
+  sp = c->sp;
+#endif
+  *(guint64 *) (rec + 96) = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
+  *(guint64 *) (rec + 112) = sp;
+
+  /* The stack window must never fault: inside the thread's stack, read up to
+   * its top; anywhere else, ask the kernel. */
+  if (sp >= t->stack_lo && sp < t->stack_hi)
+  {
+    got = (guint32) MIN ((guint64) want, t->stack_hi - sp);
+    memcpy (rec + ADA_DETAIL_FIXED, (gconstpointer) (gsize) sp, got);
+  }
+  else
+  {
+    got = want != 0 ? ada_safe_read (rec + ADA_DETAIL_FIXED, sp, want) : 0;
+  }
+  if (got < want)
+    flags |= ADA_FLAG_STACK_TRUNCATED;
+  total = ADA_DETAIL_FIXED + got;
+
+  *(guint32 *) (rec + 0) = total;
+  *(guint16 *) (rec + 4) = kind == ADA_EVENT_CALL ? ADA_DETAIL_FUNCTION_CALL : ADA_DETAIL_FUNCTION_RETURN;
+  *(guint16 *) (rec + 6) = flags;
+  *(guint32 *) (rec + 8) = index_seq;
+  *(guint32 *) (rec + 12) = t->tid;
+  *(guint64 *) (rec + 16) = timestamp;
+  *(guint64 *) (rec + 24) = function_id;
+  *(guint16 *) (rec + 120) = (guint16) got;
+  *(guint16 *) (rec + 122) = 0;
+
+  if (t->detail_head + total - t->detail_cached_tail > s->detail_capacity &&
+      !ada_wait_for_room (&t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,
+          s->detail_capacity))
+  {
+    t->ctl->detail_drops++;
+    return ADA_NO_DETAIL;
+  }
+  pos = (guint32) (t->detail_head & s->detail_mask);
+  first = (guint32) MIN ((guint64) total, s->detail_capacity - pos);
+  memcpy (t->detail_ring + pos, rec, first);
+  if (first < total)
+    memcpy (t->detail_ring, rec + first, total - first);
+  t->detail_head += total;
+  ADA_STORE_RELEASE (&t->ctl->detail_head, t->detail_head);
+  return s->detail_mode == ADA_DETAIL_ALWAYS ? t->detail_count++ : ADA_NO_DETAIL;
+}
+
+/* With the detail lane on: index room first (so a detail record never links
+ * to an index event that was dropped), then the detail record, then the
+ * index event carrying its link. */
+static void
+ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
+    guint64 function_id, guint32 kind, guint32 depth)
+{
+  guint32 detail_seq;
+  if (t->head - t->cached_tail >= ada_state.index_capacity &&
+      !ada_wait_for_room (&t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
+  {
+    t->ctl->drops++;
+    return;
+  }
+  detail_seq = ada_write_detail (t, ic, timestamp, function_id, kind, (guint32) t->head);
+  ADA_EMIT (t, timestamp, function_id, kind, depth, detail_seq);
 }
 
 void
@@ -334,7 +584,12 @@ ada_on_enter (GumInvocationContext * ic)
     t->shadow_sp[t->shadow_len++] = sp;
   else
     t->depth_extra++;
-  ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth);
+  if (ada_state.detail_mode == ADA_DETAIL_OFF)
+    ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth,
+        ADA_NO_DETAIL);
+  else
+    ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL,
+        depth);
 }
 
 void
@@ -367,5 +622,37 @@ ada_on_leave (GumInvocationContext * ic)
       t->shadow_len--;
     depth = t->shadow_len;
   }
-  ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth);
+  if (ada_state.detail_mode == ADA_DETAIL_OFF)
+    ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth,
+        ADA_NO_DETAIL);
+  else
+    ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize),
+        ADA_EVENT_RETURN, depth);
+}
+
+/*
+ * A --trigger function was called. Calls within trigger_gap_ns of the last
+ * recorded one are only counted: their windows would all but coincide.
+ */
+void
+ada_on_trigger (GumInvocationContext * ic)
+{
+  AdaState * s = &ada_state;
+  RegionHeader * h = s->region;
+  guint64 now = ada_now ();
+  guint32 pos;
+  TriggerEntry * e;
+
+  if (now - h->last_trigger_ns < h->trigger_gap_ns)
+  {
+    g_atomic_int_add ((volatile gint *) &h->triggers_coalesced, 1);
+    return;
+  }
+  h->last_trigger_ns = now;
+  pos = (guint32) g_atomic_int_add ((volatile gint *) &h->trigger_head, 1);
+  e = &s->triggers[pos % ADA_TRIGGER_SLOTS];
+  e->timestamp_ns = now;
+  e->function_id = (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize);
+  e->tid = ada_os_thread_id ();
+  g_atomic_int_add ((volatile gint *) &e->commit, (gint) (pos + 1 - e->commit));
 }

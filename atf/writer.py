@@ -199,6 +199,40 @@ class ThreadWriter:
             raise WriterError(f"cannot patch detail_seq: {e.strerror}", self._index.path) from e
         self._index.crc_stale = True
 
+    def set_detail_seqs(self, index_seqs: np.ndarray, detail_seqs: np.ndarray) -> None:
+        """set_detail_seq for many events, patching each block of the file in one write."""
+        self._check_open()
+        index_seqs = np.asarray(index_seqs, dtype=np.int64)
+        detail_seqs = np.asarray(detail_seqs, dtype=np.uint32)
+        if len(index_seqs) == 0:
+            return
+        if index_seqs.min() < 0 or index_seqs.max() >= self.index_count:
+            raise WriterError(f"index_seq range {int(index_seqs.min())}..{int(index_seqs.max())} "
+                              f"not written yet ({self.index_count} events)", self._index.path)
+        self._detail_lane()
+        in_file = self._index.count
+        pending = index_seqs >= in_file
+        if pending.any():
+            view = np.frombuffer(self._pending, dtype=F.INDEX_EVENT)
+            view["detail_seq"][index_seqs[pending] - in_file] = detail_seqs[pending]
+        seqs, values = index_seqs[~pending], detail_seqs[~pending]
+        block = 1 << 16
+        i = 0
+        while i < len(seqs):
+            lo = int(seqs[i])
+            j = int(np.searchsorted(seqs, lo + block, "left"))
+            hi = int(seqs[j - 1]) + 1
+            offset = F.HEADER_SIZE + lo * F.INDEX_EVENT_SIZE
+            try:
+                raw = bytearray(os.pread(self._index.fd, (hi - lo) * F.INDEX_EVENT_SIZE, offset))
+                events = np.frombuffer(raw, dtype=F.INDEX_EVENT)
+                events["detail_seq"][seqs[i:j] - lo] = values[i:j]
+                os.pwrite(self._index.fd, raw, offset)
+            except OSError as e:
+                raise WriterError(f"cannot patch detail_seq: {e.strerror}", self._index.path) from e
+            self._index.crc_stale = True
+            i = j
+
     def _flush_pending(self) -> None:
         if self._pending_count:
             last_ts = int.from_bytes(self._pending[-32:-24], "little")

@@ -91,8 +91,8 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1) -> tuple[float, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20_000_000, help="calls per run (default 20M)")
-    ap.add_argument("--long-calls", type=int, default=80_000_000,
-                    help="calls of the long run, sized to last >= 30 s (default 80M; 0 skips)")
+    ap.add_argument("--long-calls", type=int, default=100_000_000,
+                    help="calls of the long run, sized to last >= 30 s (default 100M; 0 skips)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-trace-"))
     try:

@@ -157,3 +157,20 @@ def test_iteration_and_seek_time(tmp_path):
     assert seqs == list(range(200_000))
     assert r.seek_time(1000) == 0 and r.seek_time(1001) == 1 and r.seek_time(1002) == 1
     assert r.seek_time(10**12) == 200_000
+
+
+def test_batched_links_patch_file_and_pending_events(tmp_path):
+    w = new_writer(tmp_path)
+    w.append_index(make_events(200_000, t0=0, step=1))
+    for i in range(5):  # still in the writer's buffer
+        w.write_index_event(200_000 + i, 1, F.EVENT_CALL, 0)
+    seqs = np.array([3, 4, 5, 70_000, 199_999, 200_002])
+    w.set_detail_seqs(seqs, np.arange(6))
+    w.append_detail(b"".join(O.function_record_r1(int(q), 42, int(q), 1, [], 0, 0, 0)
+                             for q in seqs))
+    w.finalize()
+    t = atf.ThreadReader(tmp_path / "thread_0")
+    linked = np.flatnonzero(t.index.events["detail_seq"] != F.NO_DETAIL_SEQ)
+    assert list(linked) == list(seqs)
+    assert [t.detail_for(int(q)).index_seq for q in seqs] == list(seqs)
+    assert atf.verify(tmp_path / "thread_0").ok  # the checksum was recomputed after patching

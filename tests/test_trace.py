@@ -197,3 +197,10 @@ def test_usage_errors(tmp_path):
         out = run_ada("trace", *args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1, args
         assert out.stderr.startswith("ada trace: error: ") and "--help" in out.stderr
+
+
+def test_long_option_spellings_select_the_same(tmp_path, target_bin):
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), "10", "--include", "exact_calls!*",
+                 "--exclude", "exact_calls!main", "--exclude", "exact_calls!_*")
+    assert set(s.symbol_names().values()) == {"work"}
+    assert len(function_events(s, "work")[0]) == 20

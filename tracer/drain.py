@@ -4,17 +4,31 @@ Each pass copies every thread's new index events out of its ring into that
 thread's ThreadWriter (straight from the mapping, no per-event work), then
 hands the room back to the producer by advancing the ring's tail. thread_N is
 ring slot N, so N is the thread's registration order.
+
+With the detail lane on, each pass then moves every thread's new detail
+records to the detail sink (tracer.detail.AlwaysDetail for --detail, or
+tracer.flight.FlightRecorder), and lets it persist what it can: index first,
+detail second, always.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Callable, Protocol
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from atf.writer import SessionWriter, ThreadWriter
 
-from .rings import RingReader
+from .rings import RingReader, clock_ns
+
+
+class DetailSink(Protocol):
+    def feed(self, slot: int, data: np.ndarray) -> None: ...
+    def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
+    def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
 
 IDLE_SLEEP_S = 0.0005
 
@@ -24,6 +38,9 @@ class DrainStats:
     events: int = 0
     threads: int = 0
     drops: list[int] = field(default_factory=list)  # per slot, as the producers count them
+    detail_drops: list[int] = field(default_factory=list)
+    detail_bytes: int = 0
+    triggers_lost: int = 0
 
     @property
     def total_drops(self) -> int:
@@ -33,12 +50,17 @@ class DrainStats:
 class Drain(threading.Thread):
     """Polls the rings until stopped; `finish()` drains what is left and stops."""
 
-    def __init__(self, rings: RingReader, session: SessionWriter) -> None:
+    def __init__(self, rings: RingReader, session: SessionWriter,
+                 detail: DetailSink | None = None,
+                 on_trigger: Callable[[int, int, int], None] | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
         self.rings = rings
         self.session = session
+        self.detail = detail
+        self.on_trigger = on_trigger
         self.writers: list[ThreadWriter] = []
         self.tails: list[int] = []
+        self.detail_tails: list[int] = []
         self.stats = DrainStats()
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
@@ -54,7 +76,7 @@ class Drain(threading.Thread):
             self.failed.set()
 
     def drain_once(self) -> int:
-        """One pass over every ring; returns how many events were moved."""
+        """One pass over every ring; returns 0 when nothing at all moved."""
         rings = self.rings
         rings.heartbeat()
         registered = rings.registered
@@ -62,7 +84,9 @@ class Drain(threading.Thread):
             slot = len(self.writers)
             self.writers.append(self.session.add_thread(rings.tid(slot)))
             self.tails.append(0)
+            self.detail_tails.append(0)
             self.stats.drops.append(0)
+            self.stats.detail_drops.append(0)
         moved = 0
         for slot, writer in enumerate(self.writers):
             head = rings.head(slot)
@@ -76,6 +100,28 @@ class Drain(threading.Thread):
             self.stats.drops[slot] = rings.drops(slot)
         self.stats.events += moved
         self.stats.threads = len(self.writers)
+        if self.detail is not None:
+            moved += self._drain_detail()
+        return moved
+
+    def _drain_detail(self) -> int:
+        rings = self.rings
+        moved = 0
+        for slot in range(len(self.writers)):
+            head, tail = rings.detail_head(slot), self.detail_tails[slot]
+            if head != tail:
+                self.detail.feed(slot, rings.detail_bytes(slot, tail, head))
+                self.detail_tails[slot] = head
+                rings.set_detail_tail(slot, head)
+                self.stats.detail_bytes += head - tail
+                moved += 1
+            self.stats.detail_drops[slot] = rings.detail_drops(slot)
+        if self.on_trigger is not None:
+            triggers, lost = rings.take_triggers()
+            self.stats.triggers_lost += lost
+            for ts, fid, tid in triggers:
+                self.on_trigger(ts, fid, tid)
+        self.detail.settle(self.writers, clock_ns())
         return moved
 
     def finish(self, settle_s: float = 0.05) -> None:
@@ -91,3 +137,5 @@ class Drain(threading.Thread):
                 quiet_since = time.monotonic()
             else:
                 time.sleep(IDLE_SLEEP_S)
+        if self.detail is not None:
+            self.detail.finish(self.writers, clock_ns())

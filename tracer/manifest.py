@@ -24,7 +24,8 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
     for slot, w in enumerate(drain.writers):
         threads.append({"id": slot, "tid": w.thread_id, "has_detail": w.detail_count > 0,
                         "index_events": w.index_count, "detail_events": w.detail_count,
-                        "drops": drain.stats.drops[slot]})
+                        "drops": drain.stats.drops[slot],
+                        "detail_drops": drain.stats.detail_drops[slot]})
     ranges = [r for r in (w.index_time_range for w in drain.writers) if r is not None]
     modules: dict[int, dict[str, Any]] = {}
     symbols = []
@@ -59,9 +60,33 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
         "symbols": symbols,
         "hook_failures": rec.hook_failures,
         "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
-                    "max_threads": o.max_threads, "ring_events": o.ring_events},
-        "detail": {"mode": "off"},
-        "triggers": [],
-        "windows": [],
+                    "max_threads": o.max_threads, "ring_events": o.ring_events,
+                    "triggers": o.triggers, "trigger_at_ms": o.trigger_at_ms},
+        "detail": detail_settings(rec),
+        "triggers": rec.flight.stats.triggers if rec.flight else [],
+        "windows": [w.to_dict() for w in rec.flight.windows] if rec.flight else [],
         "end": {"clean": clean, "reason": rec.stop_reason, "crash": rec.crash},
     }
+
+
+def detail_settings(rec: "Recorder") -> dict[str, Any]:
+    o = rec.options
+    assert rec.drain is not None
+    if o.detail == "off":
+        return {"mode": "off"}
+    settings: dict[str, Any] = {
+        "mode": o.detail, "stack_bytes": o.stack_bytes, "ring_bytes": o.detail_ring_bytes,
+        "captured_bytes": rec.drain.stats.detail_bytes,
+        "dropped": sum(rec.drain.stats.detail_drops)}
+    if rec.always is not None:
+        settings["unlinked_at_end"] = rec.always.unlinked
+    if rec.flight is not None:
+        f = rec.flight
+        settings.update({
+            "pre_roll_ms": o.pre_roll_ms, "post_roll_ms": o.post_roll_ms,
+            "pre_roll_buffer_mb": o.pre_roll_buffer_mb, "persisted": f.stats.persisted,
+            "discarded": f.stats.discarded, "evicted_by_cap": f.stats.evicted,
+            "truncated_ns": f.truncated_ns, "trigger_gap_ms": o.trigger_gap_ms,
+            "triggers_coalesced": rec.drain.rings.triggers_coalesced,
+            "triggers_lost": rec.drain.stats.triggers_lost})
+    return settings

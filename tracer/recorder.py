@@ -27,8 +27,12 @@ from .devices import Target
 from .drain import Drain
 from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
 from .manifest import build_manifest
-from .rings import (POLICY_DROP, POLICY_WAIT, RegionGeometry, RingReader, SharedRegion,
-                    check_layout, clock_ns)
+from .detail import AlwaysDetail
+from .flight import FlightRecorder
+from .rings import (DETAIL_ALWAYS, DETAIL_OFF, DETAIL_WINDOW, POLICY_DROP, POLICY_WAIT,
+                    RegionGeometry, RingReader, SharedRegion, check_layout, clock_ns)
+
+DETAIL_MODES = {"off": DETAIL_OFF, "always": DETAIL_ALWAYS, "window": DETAIL_WINDOW}
 
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
 
@@ -42,6 +46,15 @@ class TraceOptions:
     max_threads: int = 1024
     ring_events: int = 1 << 15
     stall_s: float = 2.0
+    detail: str = "off"  # "off", "always" (--detail) or "window" (flight recorder)
+    stack_bytes: int = 128
+    detail_ring_bytes: int = 4 << 20
+    pre_roll_ms: float = 0.0
+    post_roll_ms: float = 0.0
+    pre_roll_buffer_mb: int = 256
+    triggers: list[dict[str, Any]] = field(default_factory=list)  # --trigger selections
+    trigger_at_ms: list[float] = field(default_factory=list)
+    trigger_gap_ms: float = 1.0
 
 
 @dataclass
@@ -50,6 +63,9 @@ class Progress:
     events: int
     threads: int
     drops: int
+    detail_bytes: int = 0
+    windows: int = 0
+    truncated_ns: int = 0
 
 
 @dataclass
@@ -90,7 +106,11 @@ class Recorder:
         self.drain: Drain | None = None
         self.agent_info: dict[str, Any] = {}
         self.functions: list[dict[str, Any]] = []
+        self.trigger_functions: dict[int, dict[str, Any]] = {}
         self.hook_failures: list[dict[str, Any]] = []
+        self.flight: FlightRecorder | None = None
+        self.always: AlwaysDetail | None = None
+        self.record_start_ns = 0
         self.started_at = _dt.datetime.now()
         self.t0 = time.monotonic()
         self._detached = False
@@ -155,11 +175,14 @@ class Recorder:
         self.script.on("message", self._on_message)
         self.script.load()
         o = self.options
-        geometry = RegionGeometry(o.max_threads, o.ring_events)
+        detail_capacity = o.detail_ring_bytes if o.detail != "off" else 0
+        geometry = RegionGeometry(o.max_threads, o.ring_events, detail_capacity)
         self.region = SharedRegion(geometry)
         config = {
             "source": c_source, "shmPath": str(self.region.path), "regionSize": geometry.size,
-            "maxThreads": o.max_threads, "indexCapacity": o.ring_events, "detailCapacity": 0,
+            "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
+            "detailCapacity": detail_capacity, "detailMode": DETAIL_MODES[o.detail],
+            "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
             "policy": POLICY_DROP if o.on_full == "drop" else POLICY_WAIT,
             "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
             "indexRingsOffset": str(geometry.index_rings_offset),
@@ -177,6 +200,13 @@ class Recorder:
             raise TracerError("no function matched the selection "
                               f"({_describe_selection(o.selection)})")
         self.info(f"{len(self.functions)} function(s) matched")
+        if o.triggers:
+            found = api.resolve_triggers(o.triggers)
+            if not found:
+                raise TracerError("no function matched --trigger "
+                                  f"({_describe_selection(o.triggers)})")
+            self.trigger_functions = {int(t["triggerId"], 16): t for t in found}
+            self.info(f"{len(found)} trigger function(s) matched")
         hooked = api.hook()
         self.hook_failures = hooked["failures"]
         for f in self.hook_failures:
@@ -188,13 +218,35 @@ class Recorder:
                                     os_id=_os_code(self.device, self.agent_info),
                                     clock_type=self.agent_info["clockType"],
                                     started=self.started_at)
-        self.drain = Drain(RingReader(self.region.buf, geometry), self.writer)
+        sink: AlwaysDetail | FlightRecorder | None = None
+        if o.detail == "always":
+            sink = self.always = AlwaysDetail()
+        elif o.detail == "window":
+            sink = self.flight = FlightRecorder(int(o.pre_roll_ms * 1e6),
+                                                int(o.post_roll_ms * 1e6),
+                                                o.pre_roll_buffer_mb << 20)
+        self.drain = Drain(RingReader(self.region.buf, geometry), self.writer, sink,
+                           self._on_function_trigger if self.flight else None)
+
+    def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
+        assert self.flight is not None
+        fn = self.trigger_functions.get(trigger_id, {})
+        self.flight.trigger(timestamp_ns, "function", tid=tid, function=fn.get("name"))
+
+    def trigger_now(self, kind: str) -> None:
+        """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
+        if self.flight is not None:
+            self.flight.trigger(clock_ns(), kind)
 
     def record(self, progress: Callable[[Progress], None] | None = None,
                interval_s: float = 0.5) -> RecordingResult:
         """Drain until a stop is requested, then stop and finalize. Returns the result."""
         assert self.drain is not None and self.writer is not None
         self.t0 = time.monotonic()
+        self.record_start_ns = clock_ns()
+        if self.flight is not None:
+            for ms in self.options.trigger_at_ms:
+                self.flight.schedule(self.record_start_ns + int(ms * 1e6), "time", at_ms=ms)
         self.drain.start()
         try:
             if self.spawned:
@@ -216,8 +268,13 @@ class Recorder:
 
     def progress(self) -> Progress:
         stats = self.drain.stats if self.drain else None
-        return Progress(time.monotonic() - self.t0, stats.events if stats else 0,
-                        stats.threads if stats else 0, stats.total_drops if stats else 0)
+        if stats is None:
+            return Progress(time.monotonic() - self.t0, 0, 0, 0)
+        flight = self.flight
+        return Progress(time.monotonic() - self.t0, stats.events, stats.threads,
+                        stats.total_drops + sum(stats.detail_drops), stats.detail_bytes,
+                        len(flight.windows) if flight else 0,
+                        flight.truncated_ns if flight else 0)
 
     def _stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""

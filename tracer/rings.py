@@ -31,15 +31,24 @@ SLOT_ACTIVE = 1
 H_MAGIC, H_MAX_THREADS, H_INDEX_CAP, H_DETAIL_CAP = (0, "<u8"), (12, "<u4"), (16, "<u4"), (20, "<u4")
 H_REGISTERED, H_OVERFLOW_THREADS, H_OVERFLOW_EVENTS = (24, "<u4"), (28, "<u4"), (32, "<u8")
 H_POLICY, H_STOP, H_HEARTBEAT, H_STALL = (40, "<u4"), (44, "<u4"), (48, "<u8"), (56, "<u8")
+H_TRIGGER_HEAD, H_TRIGGER_TAIL, H_TRIGGERS_COALESCED = (96, "<u4"), (100, "<u4"), (104, "<u4")
+H_TRIGGER_GAP = (112, "<u8")
 # SlotControl fields
-S_STATE, S_TID, S_HEAD, S_DROPS, S_TAIL = 0, 4, 64, 72, 128
+S_STATE, S_TID, S_DETAIL_HEAD, S_DETAIL_DROPS = 0, 4, 8, 16
+S_HEAD, S_DROPS, S_TAIL, S_DETAIL_TAIL = 64, 72, 128, 136
+# Trigger ring: TriggerEntry {u64 timestamp_ns, u64 function_id, u32 tid, u32 commit, u64 reserved}
+TRIGGER_OFFSET, TRIGGER_SLOTS = 1024, 64
+TRIGGER_ENTRY = np.dtype([("timestamp_ns", "<u8"), ("function_id", "<u8"), ("tid", "<u4"),
+                          ("commit", "<u4"), ("reserved", "<u8")])
 
 # What ada_layout() reports, word by word (see agent/ada_hooks.c).
-EXPECTED_LAYOUT = {0: 88, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
+EXPECTED_LAYOUT = {0: 128, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
                    4: H_HEARTBEAT[0], 5: S_HEAD, 6: S_TAIL, 7: S_DROPS, 8: H_STOP[0],
-                   9: H_OVERFLOW_EVENTS[0], 12: 80}
+                   9: H_OVERFLOW_EVENTS[0], 12: 80, 13: S_DETAIL_HEAD, 14: S_DETAIL_TAIL,
+                   15: H_TRIGGER_GAP[0]}
 
 POLICY_WAIT, POLICY_DROP = 0, 1
+DETAIL_OFF, DETAIL_ALWAYS, DETAIL_WINDOW = 0, 1, 2
 
 
 def clock_ns() -> int:
@@ -123,6 +132,9 @@ class RingReader:
         self._events = buf[geometry.index_rings_offset:geometry.detail_rings_offset].view(
             F.INDEX_EVENT)[:geometry.max_threads * geometry.index_capacity].reshape(
             geometry.max_threads, geometry.index_capacity)
+        self._triggers = buf[TRIGGER_OFFSET:TRIGGER_OFFSET + TRIGGER_SLOTS * 32].view(
+            TRIGGER_ENTRY)
+        self._trigger_tail = 0
 
     def _h32(self, field: tuple[int, str]) -> int:
         return int(self._u32[field[0] // 4])
@@ -175,6 +187,53 @@ class RingReader:
 
     def set_tail(self, slot: int, tail: int) -> None:
         self._u64[(HEADER_SIZE + slot * SLOT_SIZE + S_TAIL) // 8] = tail
+
+    # --- detail lane ------------------------------------------------------------
+
+    def detail_head(self, slot: int) -> int:
+        return self._slot(slot, S_DETAIL_HEAD)
+
+    def detail_drops(self, slot: int) -> int:
+        return self._slot(slot, S_DETAIL_DROPS)
+
+    def detail_bytes(self, slot: int, start: int, end: int) -> np.ndarray:
+        """Detail ring bytes [start, end) as one new array (records may wrap the ring)."""
+        cap = self.g.detail_capacity
+        base = self.g.detail_rings_offset + slot * cap
+        a, n = start % cap, end - start
+        if a + n <= cap:
+            return self.buf[base + a:base + a + n].copy()
+        first = cap - a
+        return np.concatenate((self.buf[base + a:base + cap], self.buf[base:base + n - first]))
+
+    def set_detail_tail(self, slot: int, tail: int) -> None:
+        self._u64[(HEADER_SIZE + slot * SLOT_SIZE + S_DETAIL_TAIL) // 8] = tail
+
+    # --- triggers -----------------------------------------------------------------
+
+    @property
+    def triggers_coalesced(self) -> int:
+        return self._h32(H_TRIGGERS_COALESCED)
+
+    def take_triggers(self) -> tuple[list[tuple[int, int, int]], int]:
+        """Committed trigger entries since the last call as (timestamp, function_id, tid),
+        and how many were overwritten before they could be read."""
+        taken, lost = [], 0
+        pos = self._trigger_tail
+        while True:
+            e = self._triggers[pos % TRIGGER_SLOTS]
+            commit = int(e["commit"])
+            if commit == pos + 1:
+                taken.append((int(e["timestamp_ns"]), int(e["function_id"]), int(e["tid"])))
+                pos += 1
+            elif commit > pos + 1:  # the ring wrapped past an entry never read
+                lost += 1
+                pos += 1
+            else:
+                break
+        self._trigger_tail = pos
+        self._u32[H_TRIGGER_TAIL[0] // 4] = pos
+        return taken, lost
 
     def heartbeat(self) -> None:
         self._u64[H_HEARTBEAT[0] // 8] = clock_ns()

@@ -47,13 +47,14 @@ def parse_item(flag: str, value: str) -> dict[str, Any]:
 
 
 class SelectionAction(argparse.Action):
-    """Appends (in command-line order) to one shared `selection` list."""
+    """Appends (in command-line order) to one shared list; `const` is the short flag whose
+    meaning the option has, whichever spelling was typed."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         items = getattr(namespace, self.dest, None) or []
         try:
-            items.append(parse_item(option_string or "", values))
+            items.append(parse_item(self.const or option_string or "", values))
         except ValueError as e:
             parser.error(str(e))
         setattr(namespace, self.dest, items)
@@ -61,16 +62,16 @@ class SelectionAction(argparse.Action):
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("function selection (frida-trace style, applied in order)")
-    g.add_argument("-i", "--include", dest="selection", action=SelectionAction,
+    g.add_argument("-i", "--include", const="-i", dest="selection", action=SelectionAction,
                    metavar="[MODULE!]GLOB", help="include exported functions matching GLOB")
-    g.add_argument("-x", "--exclude", dest="selection", action=SelectionAction,
+    g.add_argument("-x", "--exclude", const="-x", dest="selection", action=SelectionAction,
                    metavar="[MODULE!]GLOB", help="exclude functions matching GLOB")
-    g.add_argument("-I", "--include-module", dest="selection", action=SelectionAction,
+    g.add_argument("-I", "--include-module", const="-I", dest="selection", action=SelectionAction,
                    metavar="MODULE", help="include every exported function of MODULE")
-    g.add_argument("-X", "--exclude-module", dest="selection", action=SelectionAction,
+    g.add_argument("-X", "--exclude-module", const="-X", dest="selection", action=SelectionAction,
                    metavar="MODULE", help="exclude every function of MODULE")
-    g.add_argument("-a", "--add", dest="selection", action=SelectionAction,
+    g.add_argument("-a", "--add", const="-a", dest="selection", action=SelectionAction,
                    metavar="MODULE!OFFSET", help="include the function at MODULE's base + OFFSET")
-    g.add_argument("-s", "--symbol", dest="selection", action=SelectionAction,
+    g.add_argument("-s", "--symbol", const="-s", dest="selection", action=SelectionAction,
                    metavar="[MODULE!]GLOB",
                    help="include functions from the symbol table (exported or not) matching GLOB")

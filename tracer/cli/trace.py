@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 
 from ..devices import (add_device_arguments, add_target_arguments, check_device_arguments,
                        open_device, target_from_args)
 from ..recorder import Progress, Recorder, TraceOptions
-from ..selection import add_selection_arguments
+from ..selection import SelectionAction, add_selection_arguments
 from .common import CliError
 
 
@@ -22,6 +23,26 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {text}")
+    return value
+
+
+def stack_bytes(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"expected 0..256, got {value}")
     return value
 
 
@@ -62,6 +83,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="index ring size per thread in KiB, a power of two (default 1024 = "
                    "32768 events)")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
+    d = p.add_argument_group("detail lane and flight recorder")
+    d.add_argument("--detail", action="store_true",
+                   help="persist a detail record (registers, lr, fp, sp, stack) for every event")
+    d.add_argument("--stack-bytes", type=stack_bytes, default=128, metavar="N",
+                   help="bytes of stack captured from sp upward, 0..256 (default 128)")
+    d.add_argument("--pre-roll-ms", type=non_negative_float, metavar="N",
+                   help="flight recorder: persist detail from N ms before each trigger")
+    d.add_argument("--post-roll-ms", type=non_negative_float, metavar="M",
+                   help="flight recorder: ... until M ms after it")
+    d.add_argument("--trigger", dest="triggers", action=SelectionAction, const="-i",
+                   metavar="[MODULE!]GLOB",
+                   help="a call of a matching exported function is a trigger (repeatable; it "
+                   "need not be traced)")
+    d.add_argument("--trigger-at-ms", type=non_negative_float, action="append", default=[],
+                   metavar="T", help="a trigger T ms after recording starts (repeatable)")
+    d.add_argument("--pre-roll-buffer-mb", type=power_of_two_count, default=256, metavar="MB",
+                   help="memory for detail waiting for a trigger (default 256); if it cuts a "
+                   "window short, the manifest and status line say by how much")
+    d.add_argument("--detail-ring-kb", type=power_of_two_count, default=4096, metavar="KB",
+                   help="detail ring per thread in KiB, a power of two (default 4096)")
     p.set_defaults(run=run, parser=p)
 
 
@@ -74,18 +115,40 @@ def run(args: argparse.Namespace) -> int:
     ring_bytes = args.ring_kb * 1024
     if ring_bytes & (ring_bytes - 1):
         parser.error(f"--ring-kb {args.ring_kb}: must be a power of two")
+    detail_ring = args.detail_ring_kb * 1024
+    if detail_ring & (detail_ring - 1):
+        parser.error(f"--detail-ring-kb {args.detail_ring_kb}: must be a power of two")
+    window = args.pre_roll_ms is not None or args.post_roll_ms is not None
+    if window and args.detail:
+        parser.error("--detail persists everything; it does not combine with "
+                     "--pre-roll-ms/--post-roll-ms")
+    if (args.triggers or args.trigger_at_ms) and not window:
+        parser.error("triggers need a window: give --pre-roll-ms and/or --post-roll-ms")
     options = TraceOptions(selection=args.selection, output=args.output,
                            duration_s=args.duration, on_full=args.on_full,
-                           max_threads=args.max_threads, ring_events=ring_bytes // 32)
+                           max_threads=args.max_threads, ring_events=ring_bytes // 32,
+                           detail="always" if args.detail else "window" if window else "off",
+                           stack_bytes=args.stack_bytes, detail_ring_bytes=detail_ring,
+                           pre_roll_ms=args.pre_roll_ms or 0.0,
+                           post_roll_ms=args.post_roll_ms or 0.0,
+                           pre_roll_buffer_mb=args.pre_roll_buffer_mb,
+                           triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info)
     recorder.prepare()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        recorder.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
+        if signum == signal.SIGUSR1:
+            recorder.trigger_now("signal")
+        else:
+            recorder.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    previous = {s: signal.signal(s, on_signal) for s in watched}
+    if options.detail == "window" and sys.stdin.isatty():
+        status.info("press Enter to trigger a detail window, Ctrl-C to stop")
+        threading.Thread(target=_enter_triggers, args=(recorder,), daemon=True).start()
     try:
         result = recorder.record(progress=status.update)
     finally:
@@ -102,6 +165,12 @@ def run(args: argparse.Namespace) -> int:
                        f"what was recorded is in {result.path}")
     print(result.path, flush=True)
     return 0
+
+
+def _enter_triggers(recorder: Recorder) -> None:
+    """Each Enter pressed at the terminal is a trigger (daemon thread; ends with ada)."""
+    for _ in sys.stdin:
+        recorder.trigger_now("key")
 
 
 class StatusLine:
@@ -133,8 +202,15 @@ class StatusLine:
         dt = p.elapsed_s - self._last_t
         rate = (p.events - self._last_events) / dt if dt > 0 else 0.0
         self._last_events, self._last_t = p.events, p.elapsed_s
-        return (f"{p.elapsed_s:7.1f}s  {rate / 1e6:7.2f} M events/s  {p.events:>12,} events  "
+        line = (f"{p.elapsed_s:7.1f}s  {rate / 1e6:7.2f} M events/s  {p.events:>12,} events  "
                 f"{p.threads} thread(s)  {p.drops} dropped")
+        if p.detail_bytes:
+            line += f"  detail {p.detail_bytes / 1e6:,.1f} MB"
+        if p.windows:
+            line += f"  {p.windows} window(s)"
+        if p.truncated_ns:
+            line += f"  truncated {p.truncated_ns / 1e6:.1f} ms"
+        return line
 
     def update(self, p: Progress) -> None:
         if not self.enabled:
@@ -151,5 +227,10 @@ class StatusLine:
         if not self.enabled:
             return
         self._clear()
+        extra = ""
+        if p.windows or p.truncated_ns:
+            extra = f", {p.windows} detail window(s)"
+            if p.truncated_ns:
+                extra += f", cut short by {p.truncated_ns / 1e6:.1f} ms (--pre-roll-buffer-mb)"
         print(f"ada: recorded {p.events:,} events from {p.threads} thread(s) in "
-              f"{p.elapsed_s:.1f}s, {p.drops} dropped", file=sys.stderr, flush=True)
+              f"{p.elapsed_s:.1f}s, {p.drops} dropped{extra}", file=sys.stderr, flush=True)

@@ -1,0 +1,179 @@
+"""The detail lane and the flight recorder, end to end on real programs."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import atf
+from atf import format as F
+from helpers import ROOT, function_events, run_ada, session_path
+
+
+def trace(tmp_path, *args, timeout=120):
+    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return atf.open_session(session_path(out)), out
+
+
+def assert_verify_clean(path):
+    out = run_ada("verify", path)
+    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
+
+
+def details_of(thread, events_mask=None):
+    ev = thread.index.events
+    seqs = np.flatnonzero(ev["detail_seq"] != F.NO_DETAIL_SEQ)
+    return [(int(s), thread.detail_for(int(s))) for s in seqs]
+
+
+def test_registers_return_value_and_stack(tmp_path, target_bin):
+    s, out = trace(tmp_path, "-f", target_bin("regs"), "-i", "regs!add", "--detail",
+                   "--stack-bytes", "64")
+    local = int(out.stdout.split("local ")[1].split()[0], 16)
+    t = s.threads[0]
+    assert len(t.detail) == len(t.index) == 6
+    pairs = [(t.index[i], t.detail_for(i)) for i in range(6)]
+    calls = [d for e, d in pairs if e.event_kind == F.EVENT_CALL]
+    returns = [d for e, d in pairs if e.event_kind == F.EVENT_RETURN]
+    assert [(d.registers["rdi"], d.registers["rsi"]) for d in calls] == \
+        [(3, 4), (100, 23), ((-5) & (2**64 - 1), 1000000007)]
+    assert [d.return_value for d in returns] == [7, 123, 1000000002]
+    for (e, d) in pairs:
+        assert d.index_seq == e.seq and d.timestamp_ns == e.timestamp_ns
+        assert d.event_type == (F.DETAIL_FUNCTION_CALL if e.event_kind == F.EVENT_CALL
+                                else F.DETAIL_FUNCTION_RETURN)
+        assert local - 65536 < d.sp < local, "sp lies on main's stack, below its local"
+        assert len(d.stack) == 64 and not d.stack_truncated
+        assert int.from_bytes(d.stack[:8], "little") == d.lr  # x86_64: [sp] = return address
+    assert s.manifest["detail"]["mode"] == "always"
+    assert s.manifest["threads"][0]["detail_events"] == 6
+    dump = run_ada("dump", s.path, "--detail").stdout
+    assert "rdi=0x3  rsi=0x4" in dump and "return=0x7" in dump
+    assert_verify_clean(s.path)
+
+
+def window_of(manifest):
+    assert len(manifest["windows"]) == 1, manifest["windows"]
+    w = manifest["windows"][0]
+    return w["start_ns"], w["end_ns"]
+
+
+def assert_window_contents(s, windows):
+    """Detail exactly for the index events inside the windows, linked both ways."""
+    starts = np.array([w[0] for w in windows], dtype=np.uint64)
+    ends = np.array([w[1] for w in windows], dtype=np.uint64)
+    total = 0
+    for t in s.threads:
+        ev = t.index.events
+        ts = ev["timestamp_ns"]
+        inside = np.zeros(len(ev), dtype=bool)
+        for a, b in zip(starts, ends):
+            inside |= (ts >= a) & (ts <= b)
+        has = ev["detail_seq"] != F.NO_DETAIL_SEQ
+        assert np.array_equal(inside, has), "detail must be exactly the events in windows"
+        if t.detail is not None:
+            assert np.array_equal(t.detail.index_seqs, np.flatnonzero(has))
+            dts = t.detail.timestamps
+            assert np.all(np.any([(dts >= a) & (dts <= b) for a, b in zip(starts, ends)], axis=0))
+        total += int(has.sum())
+    return total
+
+
+def test_function_trigger_window(tmp_path, target_bin):
+    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1200", "600", "-i", "steady!tick",
+                 "--trigger", "steady!trigger", "--pre-roll-ms", "100", "--post-roll-ms", "150")
+    m = s.manifest
+    assert [t["kind"] for t in m["triggers"]] == ["function"]
+    trig = m["triggers"][0]
+    assert trig["function"] == "trigger" and trig["tid"] == m["process"]["pid"]
+    start, end = window_of(m)
+    assert start == trig["timestamp_ns"] - 100_000_000 and end == trig["timestamp_ns"] + 150_000_000
+    assert not m["windows"][0]["truncated"]
+    persisted = assert_window_contents(s, [(start, end)])
+    assert persisted >= 200  # about 250 ms of ticks every ~0.25 ms: far more in practice
+    ticks = function_events(s, "tick")[0]
+    assert len(ticks) > persisted  # the index lane kept everything, detail only the window
+    assert_verify_clean(s.path)
+
+
+def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin):
+    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1500", "400", "480", "1200",
+                 "-i", "steady!tick", "--trigger", "steady!trigger",
+                 "--pre-roll-ms", "60", "--post-roll-ms", "60")
+    m = s.manifest
+    assert len(m["triggers"]) == 3
+    t = sorted(x["timestamp_ns"] for x in m["triggers"])
+    assert [(w["start_ns"], w["end_ns"]) for w in m["windows"]] == [
+        (t[0] - 60_000_000, t[1] + 60_000_000), (t[2] - 60_000_000, t[2] + 60_000_000)]
+    assert_window_contents(s, [(w["start_ns"], w["end_ns"]) for w in m["windows"]])
+    assert_verify_clean(s.path)
+
+
+def test_trigger_at_ms(tmp_path, target_bin):
+    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1200", "-i", "steady!tick",
+                 "--trigger-at-ms", "500", "--pre-roll-ms", "50", "--post-roll-ms", "50")
+    m = s.manifest
+    assert [t["kind"] for t in m["triggers"]] == ["time"]
+    start, end = window_of(m)
+    assert end - start == 100_000_000
+    assert assert_window_contents(s, [(start, end)]) > 50
+    assert_verify_clean(s.path)
+
+
+def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
+    out_dir = tmp_path / "traces"
+    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", out_dir, "-f",
+                            target_bin("steady"), "3000", "-i", "steady!tick",
+                            "--pre-roll-ms", "50", "--post-roll-ms", "50"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
+            if files and files[0].stat().st_size > 64 + 32 * 1000:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no events recorded")
+        ada.send_signal(signal.SIGUSR1)
+        stdout, stderr = ada.communicate(timeout=60)
+    finally:
+        if ada.poll() is None:
+            ada.kill()
+    assert ada.returncode == 0, stderr
+    s = atf.open_session(stdout.strip().splitlines()[-1])
+    assert [t["kind"] for t in s.manifest["triggers"]] == ["signal"]
+    start, end = window_of(s.manifest)
+    assert assert_window_contents(s, [(start, end)]) > 20
+    assert_verify_clean(s.path)
+
+
+def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin):
+    s, out = trace(tmp_path, "-f", target_bin("fresh_stack"), "-i", "fresh_stack!probe",
+                   "--detail", "--stack-bytes", "256")
+    assert "ok 42" in out.stdout  # probe(41) + probe(1): the target ran to the end, no fault
+    top = int(out.stdout.split("top ")[1].split()[0], 16)
+    t = s.threads[0]
+    records = [t.detail_for(i) for i in range(len(t.index))]
+    fresh = [d for d in records if top - 16384 <= d.sp < top]
+    normal = [d for d in records if not top - 16384 <= d.sp < top]
+    assert len(fresh) == 2 and len(normal) == 2
+    for d in fresh:
+        assert d.stack_truncated and len(d.stack) == top - d.sp < 256
+        assert d.flags & F.DETAIL_FLAG_STACK_TRUNCATED
+    for d in normal:
+        assert not d.stack_truncated and len(d.stack) == 256
+    assert_verify_clean(s.path)
+
+
+def test_detail_options_are_checked(tmp_path):
+    for args, needle in ((["--detail", "--pre-roll-ms", "5"], "does not combine"),
+                         (["--trigger", "x"], "triggers need a window"),
+                         (["--stack-bytes", "300"], "expected 0..256")):
+        out = run_ada("trace", "-p", "1", "-i", "f", *args)
+        assert out.returncode == 2 and needle in out.stderr, out.stderr
