@@ -22,7 +22,7 @@ function platformConfig() {
   if (arch !== 'x64' && arch !== 'arm64')
     throw new Error(`unsupported architecture ${arch}: ada supports x86_64 and arm64`);
   const defines = [];
-  const symbols = {};
+  const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
   let clockType;
   if (Process.platform === 'darwin') {
     const timebase = Memory.alloc(8);

@@ -41,7 +41,9 @@
 
 #include <gum/guminterceptor.h>
 #include <gum/gumtls.h>
-#include <string.h>
+
+/* The platform's own memcpy, passed in by the agent: faster than the CModule runtime's. */
+extern gpointer ada_memcpy (gpointer dst, gconstpointer src, gsize n);
 
 #define ADA_REGION_MAGIC 0x31474e4952414441ULL /* "ADARING1" */
 #define ADA_REGION_VERSION 1
@@ -141,6 +143,7 @@ typedef struct
   guint64 stack_lo;           /* this thread's stack, when the OS told us; else 0, 0 */
   guint64 stack_hi;
   guint64 shadow_sp[ADA_SHADOW_MAX]; /* sp at entry of each open call, outermost first */
+  guint64 shadow_ret[ADA_SHADOW_MAX]; /* its return address (detail lane only) */
 } ThreadState;
 
 typedef struct
@@ -206,6 +209,7 @@ ada_os_thread_id (void)
 #if defined (HAVE_I386)
 # define ADA_COMPILER_BARRIER() __asm__ volatile ("" ::: "memory")
 # define ADA_SP(ic) ((ic)->cpu_context->rsp)
+# define ADA_ENTRY_RETURN_ADDRESS(ic) (*(guint64 *) (gsize) (ic)->cpu_context->rsp)
 # define ADA_STORE_RELEASE(p, v) do { ADA_COMPILER_BARRIER (); *(p) = (v); } while (0)
 static guint64
 ada_load_acquire (volatile guint64 * p)
@@ -216,6 +220,7 @@ ada_load_acquire (volatile guint64 * p)
 }
 #else
 # define ADA_SP(ic) ((ic)->cpu_context->sp)
+# define ADA_ENTRY_RETURN_ADDRESS(ic) ((ic)->cpu_context->lr)
 # define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
 static void
 ada_store_release (volatile guint64 * p, guint64 v)
@@ -415,15 +420,13 @@ ada_wait_for_room (volatile guint64 * tail, guint64 * cached_tail, guint64 head,
   RegionHeader * h = ada_state.region;
   guint spins = 0;
 
-  if (h->policy != 0)
-    return FALSE;
   for (;;)
   {
-    if (h->stop)
-      return FALSE;
     *cached_tail = ada_load_acquire (tail);
     if (head + need - *cached_tail <= capacity)
       return TRUE;
+    if (h->policy != 0 || h->stop)
+      return FALSE;
     if ((++spins & 63) == 0 && ada_now () - h->heartbeat_ns > h->stall_ns)
       return FALSE;
     if (spins < 1024)
@@ -475,7 +478,7 @@ ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 
  */
 static guint32
 ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
-    guint64 function_id, guint32 kind, guint32 index_seq)
+    guint64 function_id, guint32 kind, guint32 index_seq, guint64 return_address)
 {
   AdaState * s = &ada_state;
   GumCpuContext * c = ic->cpu_context;
@@ -496,7 +499,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   *(guint64 *) (rec + 104) = c->fp;
   sp = c->sp;
 #endif
-  *(guint64 *) (rec + 96) = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
+  *(guint64 *) (rec + 96) = return_address;
   *(guint64 *) (rec + 112) = sp;
 
   /* The stack window must never fault: inside the thread's stack, read up to
@@ -504,7 +507,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   if (sp >= t->stack_lo && sp < t->stack_hi)
   {
     got = (guint32) MIN ((guint64) want, t->stack_hi - sp);
-    memcpy (rec + ADA_DETAIL_FIXED, (gconstpointer) (gsize) sp, got);
+    ada_memcpy (rec + ADA_DETAIL_FIXED, (gconstpointer) (gsize) sp, got);
   }
   else
   {
@@ -533,9 +536,9 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   }
   pos = (guint32) (t->detail_head & s->detail_mask);
   first = (guint32) MIN ((guint64) total, s->detail_capacity - pos);
-  memcpy (t->detail_ring + pos, rec, first);
+  ada_memcpy (t->detail_ring + pos, rec, first);
   if (first < total)
-    memcpy (t->detail_ring, rec + first, total - first);
+    ada_memcpy (t->detail_ring, rec + first, total - first);
   t->detail_head += total;
   ADA_STORE_RELEASE (&t->ctl->detail_head, t->detail_head);
   return s->detail_mode == ADA_DETAIL_ALWAYS ? t->detail_count++ : ADA_NO_DETAIL;
@@ -546,7 +549,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
  * index event carrying its link. */
 static void
 ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
-    guint64 function_id, guint32 kind, guint32 depth)
+    guint64 function_id, guint32 kind, guint32 depth, guint64 return_address)
 {
   guint32 detail_seq;
   if (t->head - t->cached_tail >= ada_state.index_capacity &&
@@ -555,7 +558,8 @@ ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timest
     t->ctl->drops++;
     return;
   }
-  detail_seq = ada_write_detail (t, ic, timestamp, function_id, kind, (guint32) t->head);
+  detail_seq = ada_write_detail (t, ic, timestamp, function_id, kind, (guint32) t->head,
+      return_address);
   ADA_EMIT (t, timestamp, function_id, kind, depth, detail_seq);
 }
 
@@ -580,16 +584,30 @@ ada_on_enter (GumInvocationContext * ic)
     while (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] <= sp)
       t->shadow_len--;
   depth = t->shadow_len + t->depth_extra;
-  if (t->shadow_len < ADA_SHADOW_MAX)
-    t->shadow_sp[t->shadow_len++] = sp;
-  else
-    t->depth_extra++;
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
+  {
+    if (t->shadow_len < ADA_SHADOW_MAX)
+      t->shadow_sp[t->shadow_len++] = sp;
+    else
+      t->depth_extra++;
     ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth,
         ADA_NO_DETAIL);
+  }
   else
+  {
+    guint64 ret = ADA_ENTRY_RETURN_ADDRESS (ic);
+    if (t->shadow_len < ADA_SHADOW_MAX)
+    {
+      t->shadow_ret[t->shadow_len] = ret;
+      t->shadow_sp[t->shadow_len++] = sp;
+    }
+    else
+    {
+      t->depth_extra++;
+    }
     ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL,
-        depth);
+        depth, ret);
+  }
 }
 
 void
@@ -598,6 +616,7 @@ ada_on_leave (GumInvocationContext * ic)
   guint64 now;
   ThreadState * t;
   guint64 sp = ADA_SP (ic);
+  guint64 ret = 0;
   guint32 depth;
 
   ADA_NOW (now);
@@ -619,15 +638,24 @@ ada_on_leave (GumInvocationContext * ic)
     while (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] < sp)
       t->shadow_len--;
     if (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] == sp)
+    {
       t->shadow_len--;
+      ret = t->shadow_ret[t->shadow_len];
+    }
     depth = t->shadow_len;
   }
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
+  {
     ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth,
         ADA_NO_DETAIL);
+  }
   else
+  {
+    if (ret == 0)  /* no matching entry (deep recursion, tail call): ask Frida */
+      ret = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
     ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize),
-        ADA_EVENT_RETURN, depth);
+        ADA_EVENT_RETURN, depth, ret);
+  }
 }
 
 /*

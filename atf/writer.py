@@ -20,7 +20,7 @@ import numpy as np
 
 from . import format as F
 from .errors import WriterError
-from .records import gather, walk_records
+from .records import Walk, gather, walk_records
 
 _PENDING_FLUSH_BYTES = 1 << 16
 _REHASH_CHUNK = 1 << 23
@@ -243,11 +243,15 @@ class ThreadWriter:
 
     # --- detail lane ------------------------------------------------------------
 
-    def append_detail(self, records: Any) -> int:
-        """Append back-to-back revision 1 detail records; returns the first detail_seq."""
+    def append_detail(self, records: Any, walk: Walk | None = None) -> int:
+        """Append back-to-back revision 1 detail records; returns the first detail_seq.
+
+        `walk` is walk_records() of exactly these bytes, when the caller already has it.
+        """
         self._check_open()
         buf = np.frombuffer(_byte_view(records), dtype=np.uint8)
-        walk = walk_records(buf, 0, len(buf))
+        if walk is None or walk.end != len(buf):
+            walk = walk_records(buf, 0, len(buf))
         if walk.problem is not None:
             raise WriterError(f"malformed detail records at byte {walk.problem_offset}: "
                               f"{walk.problem}", self.directory / "detail.atf")

@@ -5,19 +5,23 @@ Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N]
 Prints, for one thread calling small() in a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
-  the drain keeps up; and the 2-thread rate. Targets (recording issue): ada >= 0.75x the empty
-  hook, zero events lost over >= 20 M calls, the drain keeping up for >= 30 s.
+  the drain keeps up; the 2-thread rate; and the detail lane: `--detail` and a flight-recorder
+  window, as ratios of the empty hook, with the detail bytes/s written. Targets: index lane >=
+  0.75x the empty hook, zero events lost over >= 20 M calls, the drain keeping up for >= 30 s;
+  --detail >= 0.5x the empty hook with zero index events lost.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import frida
@@ -51,6 +55,12 @@ def parse_rate(text: str) -> tuple[float, float]:
     return float(m.group(3)), float(m.group(2))
 
 
+def settle_page_cache() -> None:
+    """Start every run with no writeback pending from the previous one (it skews rates)."""
+    os.sync()
+    time.sleep(1.0)
+
+
 def uninstrumented(exe: Path, calls: int, threads: int = 1) -> float:
     out = subprocess.run([str(exe), str(calls), str(threads)], capture_output=True, text=True,
                          check=True)
@@ -74,18 +84,36 @@ def empty_hook(exe: Path, calls: int, threads: int = 1) -> float:
     return parse_rate("".join(lines))[0]
 
 
-def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1) -> tuple[float, int, int, float]:
-    """(call rate, events expected, events recorded, loop seconds) under ada trace."""
+@dataclass
+class AdaRun:
+    rate: float  # calls/s the target saw
+    expected: int  # index events
+    recorded: int
+    seconds: float
+    detail_events: int
+    detail_bytes: int
+
+    @property
+    def lost(self) -> int:
+        return self.expected - self.recorded
+
+
+def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = ()) -> AdaRun:
+    """One `ada trace` of the benchmark target, measured by the target itself."""
+    settle_page_cache()
     proc = subprocess.run([sys.executable, "-m", "tracer", "trace", "-q", "-o", str(out_dir),
-                           "-f", str(exe), str(calls), str(threads), "-i", "bench_target!small"],
-                          capture_output=True, text=True, cwd=ROOT)
+                           "-f", str(exe), str(calls), str(threads), "-i", "bench_target!small",
+                           *extra], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     rate, seconds = parse_rate(proc.stdout)
     session = atf.open_session(proc.stdout.strip().splitlines()[-1])
-    recorded = session.event_count
+    details = [t.detail for t in session.threads if t.detail is not None]
+    run = AdaRun(rate, 2 * calls * threads, session.event_count, seconds,
+                 sum(len(d) for d in details),
+                 sum(int(d.events_end - d.events_offset) for d in details))
     shutil.rmtree(session.path.parent)
-    return rate, 2 * calls * threads, recorded, seconds
+    return run
 
 
 def main() -> None:
@@ -100,27 +128,37 @@ def main() -> None:
         n = args.calls
         base = uninstrumented(exe, n)
         floor = empty_hook(exe, n)
-        rate, want, got, secs = ada(exe, n, tmp / "t")
+        r = ada(exe, n, tmp / "t")
         print(f"one thread, {n:,} calls of small()")
         print(f"  uninstrumented          : {base / 1e6:8.2f} M calls/s")
         print(f"  empty CModule hook      : {floor / 1e6:8.2f} M calls/s   (Frida's floor)")
-        print(f"  ada trace (index lane)  : {rate / 1e6:8.2f} M calls/s   "
-              f"= {rate / floor:.2f}x empty hook (target >= 0.75)")
-        print(f"    events expected {want:,}, recorded {got:,}, lost {want - got:,}")
+        print(f"  ada trace (index lane)  : {r.rate / 1e6:8.2f} M calls/s   "
+              f"= {r.rate / floor:.2f}x empty hook (target >= 0.75)")
+        print(f"    events expected {r.expected:,}, recorded {r.recorded:,}, lost {r.lost:,}")
+        d = ada(exe, n, tmp / "t", extra=("--detail",))
+        print(f"  ada trace --detail      : {d.rate / 1e6:8.2f} M calls/s   "
+              f"= {d.rate / floor:.2f}x empty hook (target >= 0.5); index lost {d.lost:,}; "
+              f"{d.detail_events:,} detail events, {d.detail_bytes / d.seconds / 1e6:,.0f} MB/s "
+              "of detail written")
+        w = ada(exe, n, tmp / "t", extra=("--pre-roll-ms", "50", "--post-roll-ms", "50",
+                                          "--trigger-at-ms", str(int(r.seconds * 500))))
+        print(f"  ada trace, window 50+50 : {w.rate / 1e6:8.2f} M calls/s   "
+              f"= {w.rate / floor:.2f}x empty hook; index lost {w.lost:,}; "
+              f"{w.detail_events:,} detail events persisted ({w.detail_bytes / 1e6:.1f} MB)")
         if args.long_calls:
-            rate_l, want_l, got_l, secs_l = ada(exe, args.long_calls, tmp / "t")
-            print(f"  long run, {args.long_calls:,} calls: {secs_l:.1f} s at "
-                  f"{rate_l / 1e6:.2f} M calls/s ({rate_l / floor:.2f}x empty hook), events "
-                  f"expected {want_l:,}, recorded {got_l:,}, lost {want_l - got_l:,}")
+            lr = ada(exe, args.long_calls, tmp / "t")
+            print(f"  long run, {args.long_calls:,} calls: {lr.seconds:.1f} s at "
+                  f"{lr.rate / 1e6:.2f} M calls/s ({lr.rate / floor:.2f}x empty hook), events "
+                  f"expected {lr.expected:,}, recorded {lr.recorded:,}, lost {lr.lost:,}")
         half = n // 2
         base2 = uninstrumented(exe, half, 2)
         floor2 = empty_hook(exe, half, 2)
-        rate2, want2, got2, _ = ada(exe, half, tmp / "t", threads=2)
+        r2 = ada(exe, half, tmp / "t", threads=2)
         print(f"two threads, {2 * half:,} calls in all")
         print(f"  uninstrumented          : {base2 / 1e6:8.2f} M calls/s")
         print(f"  empty CModule hook      : {floor2 / 1e6:8.2f} M calls/s")
-        print(f"  ada trace (index lane)  : {rate2 / 1e6:8.2f} M calls/s   "
-              f"= {rate2 / floor2:.2f}x empty hook; lost {want2 - got2:,}")
+        print(f"  ada trace (index lane)  : {r2.rate / 1e6:8.2f} M calls/s   "
+              f"= {r2.rate / floor2:.2f}x empty hook; lost {r2.lost:,}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -204,3 +204,17 @@ def test_long_option_spellings_select_the_same(tmp_path, target_bin):
                  "--exclude", "exact_calls!main", "--exclude", "exact_calls!_*")
     assert set(s.symbol_names().values()) == {"work"}
     assert len(function_events(s, "work")[0]) == 20
+
+
+def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin):
+    """A tiny ring and --on-full drop: drops happen, are counted, and recording goes on."""
+    n = 300_000
+    s, out = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+                   "--on-full", "drop", "--ring-kb", "4")
+    m = s.manifest
+    dropped = m["threads"][0]["drops"]
+    recorded = len(s.threads[0].index)
+    assert dropped > 0 and m["drops"]["index"] == dropped
+    assert recorded + dropped == 2 * n
+    assert recorded > 4096 // 32  # far more than one ring: the drain kept emptying it
+    assert_verify_clean(s.path)

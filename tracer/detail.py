@@ -9,6 +9,8 @@ recovered detail.atf (which readers expect), never the other way round.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from atf.records import gather, walk_records
@@ -17,33 +19,39 @@ from atf.writer import ThreadWriter
 
 class AlwaysDetail:
     def __init__(self) -> None:
-        self._carry: dict[int, np.ndarray] = {}
+        self._queues: dict[int, deque[np.ndarray]] = {}
         self.persisted = 0
         self.unlinked = 0  # records whose index event never came (target died in between)
 
     def feed(self, slot: int, data: np.ndarray) -> None:
-        carry = self._carry.get(slot)
-        self._carry[slot] = data if carry is None or not len(carry) else np.concatenate((carry, data))
+        self._queues.setdefault(slot, deque()).append(data)
 
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
-        for slot, data in self._carry.items():
-            if not len(data):
-                continue
-            walk = walk_records(data, 0, len(data))
-            if walk.problem is not None:
-                raise RuntimeError(f"malformed detail records from thread slot {slot}: "
-                                   f"{walk.problem}")
-            seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
-            ready = int(np.searchsorted(seqs, writers[slot].index_count, "left"))
-            cut = int(walk.offsets[ready]) if ready < len(walk.offsets) else walk.end
-            if ready:
-                writers[slot].append_detail(data[:cut])
-                self.persisted += ready
-            self._carry[slot] = data[cut:]
+        for slot, queue in self._queues.items():
+            writer = writers[slot]
+            while queue:
+                data = queue[0]
+                walk = walk_records(data, 0, len(data))
+                if walk.problem is not None:
+                    raise RuntimeError(f"malformed detail records from thread slot {slot}: "
+                                       f"{walk.problem}")
+                seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
+                ready = int(np.searchsorted(seqs, writer.index_count, "left"))
+                if ready == len(walk.offsets):
+                    writer.append_detail(data, walk)
+                    self.persisted += ready
+                    queue.popleft()
+                    continue
+                if ready:  # the rest waits for its index events (a record or two)
+                    cut = int(walk.offsets[ready])
+                    writer.append_detail(data[:cut])
+                    self.persisted += ready
+                    queue[0] = data[cut:]
+                break
 
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None:
         self.settle(writers, now_ns)
-        for slot, data in self._carry.items():
-            if len(data):
+        for queue in self._queues.values():
+            for data in queue:
                 self.unlinked += len(walk_records(data, 0, len(data)).offsets)
-        self._carry.clear()
+        self._queues.clear()
