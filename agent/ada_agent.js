@@ -15,6 +15,11 @@ const MAP_SHARED = 1;
 const CLOCK_BOOTTIME = 7;
 const AGENT_STATE_BYTES = 64 * 1024;
 const LAYOUT_WORDS = 16;
+const REGION_HEADER_PAGE = 4096;
+const SLOT_BYTES = 256;
+const PULL_MAGIC = 0x50414441;  /* "ADAP" */
+const PULL_PREFIX = 16;
+const SEGMENT_BYTES = 32;
 
 /* Every platform difference of the hot path is decided here. */
 function platformConfig() {
@@ -24,6 +29,7 @@ function platformConfig() {
   const defines = [];
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
   let clockType;
+  let anonMapFlags;  /* private anonymous pages, backed lazily (RPC transport's region) */
   if (Process.platform === 'darwin') {
     const timebase = Memory.alloc(8);
     const machTimebaseInfo = new NativeFunction(Module.getGlobalExportByName('mach_timebase_info'), 'int', ['pointer']);
@@ -38,6 +44,7 @@ function platformConfig() {
                         'mach_vm_read_overwrite'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 1;
+    anonMapFlags = 0x0002 | 0x1000;  /* MAP_PRIVATE | MAP_ANON */
   } else if (Process.platform === 'linux') {
     defines.push(`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`);
     defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
@@ -48,10 +55,11 @@ function platformConfig() {
                         'pthread_attr_destroy'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
+    anonMapFlags = 0x0002 | 0x0020 | 0x4000;  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
   } else {
     throw new Error(`unsupported platform ${Process.platform}`);
   }
-  return { arch, defines, symbols, clockType };
+  return { arch, defines, symbols, clockType, anonMapFlags };
 }
 
 /* Calling the vDSO directly keeps a traced libc clock_gettime out of the hot path. */
@@ -89,13 +97,21 @@ class AdaAgent {
     this.functions = [];
     this.triggers = [];
     this.hooked = false;
+    this.config = null;
+    this.stage = null;       /* RPC transport: staging buffer for pull() */
+    this.tails = [];         /* RPC transport: [index, detail] cursor the host has consumed */
   }
 
   init(config) {
     const plat = platformConfig();
     this.region = config.shmPath !== null ? this._mapShared(config.shmPath, config.regionSize)
-                                          : Memory.alloc(config.regionSize);
+                                          : this._mapPrivate(config.regionSize, plat.anonMapFlags);
     this.regionSize = config.regionSize;
+    /* u64 values arrive as decimal strings; the offsets used in pull() fit a double. */
+    this.config = Object.assign({}, config, {
+      indexRingsOffset: Number(config.indexRingsOffset),
+      detailRingsOffset: Number(config.detailRingsOffset),
+    });
     this._writeHeader(config);
     const state = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
@@ -135,6 +151,16 @@ class AdaAgent {
     close(fd);
     if (base.equals(ptr(-1)))
       throw new Error(`cannot map ring region ${path} (${size} bytes)`);
+    return base;
+  }
+
+  _mapPrivate(size, flags) {
+    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    const base = mmap(NULL, size, PROT_READ_WRITE, flags, -1, 0);
+    if (base.equals(ptr(-1)))
+      throw new Error(`cannot reserve ${Math.round(size / 1048576)} MB for the rings in the target; ` +
+                      'lower --max-threads, --ring-kb or --detail-ring-kb');
     return base;
   }
 
@@ -269,6 +295,114 @@ class AdaAgent {
     return { hooked, failures };
   }
 
+  /*
+   * RPC transport: the host's consumer side, done here on its behalf. Records
+   * the tails the host has consumed (that is the back-pressure producers wait
+   * on), then returns one buffer: a prefix, the header page, the control block
+   * of every registered slot, a segment table and the new ring bytes. A slot's
+   * head in the copy is cut back to what the buffer holds, so the host's view
+   * is always whole events and whole detail records.
+   */
+  pull(tails, budget) {
+    const c = this.config;
+    const r = this.region;
+    for (let i = 0; i < tails.length; i += 3) {
+      const slot = tails[i];
+      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
+      ctl.add(128).writeU64(uint64(tails[i + 1]));
+      ctl.add(136).writeU64(uint64(tails[i + 2]));
+      this.tails[slot] = [tails[i + 1], tails[i + 2]];
+    }
+    this.heartbeat();
+    const registered = Math.min(r.add(24).readU32(), c.maxThreads);
+    const fixed = PULL_PREFIX + REGION_HEADER_PAGE + registered * SLOT_BYTES;
+    const maxSegments = registered * 2;
+    const capacity = fixed + maxSegments * SEGMENT_BYTES + budget;
+    if (this.stage === null || this.stage.size < capacity)
+      this.stage = { base: Memory.alloc(capacity), size: capacity };
+    const st = this.stage.base;
+    Memory.copy(st.add(PULL_PREFIX), r, REGION_HEADER_PAGE + registered * SLOT_BYTES);
+    const table = st.add(fixed);
+    let data = fixed + maxSegments * SEGMENT_BYTES;
+    let segments = 0;
+    let left = budget;
+    const addSegment = (slot, lane, start, length, ringBase, ringSize) => {
+      const pos = start % ringSize;
+      const first = Math.min(length, ringSize - pos);
+      Memory.copy(st.add(data), ringBase.add(pos), first);
+      if (first < length)
+        Memory.copy(st.add(data + first), ringBase, length - first);
+      const e = table.add(segments * SEGMENT_BYTES);
+      e.writeU32(slot);
+      e.add(4).writeU32(lane);
+      e.add(8).writeU64(uint64(start));
+      e.add(16).writeU64(uint64(length));
+      e.add(24).writeU64(uint64(data));
+      segments++;
+      data += length;
+      left -= length;
+    };
+    for (let slot = 0; slot < registered; slot++) {
+      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
+      const copy = st.add(PULL_PREFIX + REGION_HEADER_PAGE + slot * SLOT_BYTES);
+      if (ctl.readU32() !== 1)
+        continue;
+      const [tail, dtail] = this.tails[slot] || [0, 0];
+      /* Index head before detail head, as the local drain reads them: every index
+       * event sent then has its detail record (written first) available too. */
+      const head = ctl.add(64).readU64().toNumber();
+      const dhead = c.detailCapacity > 0 ? ctl.add(8).readU64().toNumber() : 0;
+      /* A slot's detail is sent whole (whole records) or waits for the next pull. */
+      let detailSent = 0;
+      if (dhead > dtail && dhead - dtail <= left) {
+        addSegment(slot, 1, dtail, dhead - dtail, r.add(c.detailRingsOffset + slot * c.detailCapacity),
+                   c.detailCapacity);
+        detailSent = dhead - dtail;
+      }
+      copy.add(8).writeU64(uint64(dtail + detailSent));
+      const events = Math.max(0, Math.min(head - tail, Math.floor(left / 32)));
+      if (events > 0)
+        addSegment(slot, 0, tail * 32, events * 32, r.add(c.indexRingsOffset + slot * c.indexCapacity * 32),
+                   c.indexCapacity * 32);
+      copy.add(64).writeU64(uint64(tail + events));
+    }
+    st.writeU32(PULL_MAGIC);
+    st.add(4).writeU32(segments);
+    st.add(8).writeU32(registered);
+    st.add(12).writeU32(maxSegments);
+    return ArrayBuffer.wrap(st, data);
+  }
+
+  heartbeat() {
+    if (this.heartbeatFn === undefined)
+      this.heartbeatFn = new NativeFunction(this.cm.ada_heartbeat, 'void', []);
+    this.heartbeatFn();
+  }
+
+  /* The target is going away (or ada detaches): with the RPC transport the rings
+   * die with it, so everything the host has not pulled yet leaves as one message. */
+  dispose() {
+    this.stop();
+    if (this.config !== null && this.config.shmPath === null)
+      send({ type: 'ada:final' }, this.pull([], this._pendingBytes()));
+  }
+
+  /* Ring bytes produced but not yet consumed by the host, over all slots. */
+  _pendingBytes() {
+    const c = this.config;
+    const r = this.region;
+    const registered = Math.min(r.add(24).readU32(), c.maxThreads);
+    let total = 0;
+    for (let slot = 0; slot < registered; slot++) {
+      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
+      const [tail, dtail] = this.tails[slot] || [0, 0];
+      total += (ctl.add(64).readU64().toNumber() - tail) * 32;
+      if (c.detailCapacity > 0)
+        total += ctl.add(8).readU64().toNumber() - dtail;
+    }
+    return total;
+  }
+
   stop() {
     if (this.hooked) {
       Interceptor.detachAll();
@@ -288,6 +422,7 @@ rpc.exports = {
   resolve: selection => agent.resolve(selection),
   resolveTriggers: selection => agent.resolveTriggers(selection),
   hook: () => agent.hook(),
+  pull: (tails, budget) => agent.pull(tails, budget),
   stop: () => agent.stop(),
-  dispose: () => agent.stop(),
+  dispose: () => agent.dispose(),
 };

@@ -346,6 +346,13 @@ ada_init (guint32 pid)
   s->overflow.overflowed = 1;
 }
 
+/* RPC transport: the host is alive (written on each pull, as the local drain does). */
+void
+ada_heartbeat (void)
+{
+  ada_state.region->heartbeat_ns = ada_now ();
+}
+
 /* Offsets of the shared layout, so the host can check it agrees. */
 void
 ada_layout (guint64 * out)

@@ -52,9 +52,11 @@ class Drain(threading.Thread):
 
     def __init__(self, rings: RingReader, session: SessionWriter,
                  detail: DetailSink | None = None,
-                 on_trigger: Callable[[int, int, int], None] | None = None) -> None:
+                 on_trigger: Callable[[int, int, int], None] | None = None,
+                 sync: Callable[[], int] | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
         self.rings = rings
+        self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.session = session
         self.detail = detail
         self.on_trigger = on_trigger
@@ -78,6 +80,7 @@ class Drain(threading.Thread):
     def drain_once(self) -> int:
         """One pass over every ring; returns 0 when nothing at all moved."""
         rings = self.rings
+        pulled = self.sync() if self.sync is not None else 0
         rings.heartbeat()
         registered = rings.registered
         while len(self.writers) < registered and rings.active(len(self.writers)):
@@ -102,7 +105,7 @@ class Drain(threading.Thread):
         self.stats.threads = len(self.writers)
         if self.detail is not None:
             moved += self._drain_detail()
-        return moved
+        return moved + pulled
 
     def _drain_detail(self) -> int:
         rings = self.rings

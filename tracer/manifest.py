@@ -49,6 +49,7 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
                     "platform": info.get("platform"), "spawned": rec.spawned,
                     "argv": rec.target.value if rec.spawned else None},
         "device": {"id": rec.device.id, "name": rec.device.name, "type": rec.device.type},
+        "transport": transport_stats(rec),
         "clock_type": rec.writer.clock_type,
         "clock": F.CLOCK_NAMES.get(rec.writer.clock_type),
         "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None,
@@ -90,3 +91,11 @@ def detail_settings(rec: "Recorder") -> dict[str, Any]:
             "triggers_coalesced": rec.drain.rings.triggers_coalesced,
             "triggers_lost": rec.drain.stats.triggers_lost})
     return settings
+
+
+def transport_stats(rec: "Recorder") -> dict[str, Any]:
+    if rec.mirror is None:
+        return {"kind": rec.transport}
+    m = rec.mirror
+    return {"kind": rec.transport, "pulls": m.pulls, "bytes": m.bytes,
+            "mb_per_s": round(m.throughput() / 1e6, 2), "lost": m.lost}

@@ -29,6 +29,7 @@ from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
 from .manifest import build_manifest
 from .detail import AlwaysDetail
 from .flight import FlightRecorder
+from .transport import RpcMirror
 from .rings import (DETAIL_ALWAYS, DETAIL_OFF, DETAIL_WINDOW, POLICY_DROP, POLICY_WAIT,
                     RegionGeometry, RingReader, SharedRegion, check_layout, clock_ns)
 
@@ -55,6 +56,7 @@ class TraceOptions:
     triggers: list[dict[str, Any]] = field(default_factory=list)  # --trigger selections
     trigger_at_ms: list[float] = field(default_factory=list)
     trigger_gap_ms: float = 1.0
+    transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Progress:
     detail_bytes: int = 0
     windows: int = 0
     truncated_ns: int = 0
+    transport_bytes_per_s: float | None = None
 
 
 @dataclass
@@ -110,6 +113,8 @@ class Recorder:
         self.hook_failures: list[dict[str, Any]] = []
         self.flight: FlightRecorder | None = None
         self.always: AlwaysDetail | None = None
+        self.mirror: RpcMirror | None = None
+        self.transport = resolve_transport(options.transport, device)
         self.record_start_ns = 0
         self.started_at = _dt.datetime.now()
         self.t0 = time.monotonic()
@@ -137,8 +142,11 @@ class Recorder:
             self.warn(f"agent error: {message.get('description')}")
         elif message.get("type") == "send":
             payload = message.get("payload") or {}
-            if isinstance(payload, dict) and payload.get("type") == "agent:warning":
+            kind = payload.get("type") if isinstance(payload, dict) else None
+            if kind == "agent:warning":
                 self.warn(str(payload.get("message")))
+            elif kind == "ada:final" and data is not None and self.mirror is not None:
+                self.mirror.queue_final(data)
 
     # --- the recording ------------------------------------------------------------
 
@@ -177,9 +185,11 @@ class Recorder:
         o = self.options
         detail_capacity = o.detail_ring_bytes if o.detail != "off" else 0
         geometry = RegionGeometry(o.max_threads, o.ring_events, detail_capacity)
-        self.region = SharedRegion(geometry)
+        if self.transport == "shm":
+            self.region = SharedRegion(geometry)
         config = {
-            "source": c_source, "shmPath": str(self.region.path), "regionSize": geometry.size,
+            "source": c_source, "shmPath": str(self.region.path) if self.region else None,
+            "regionSize": geometry.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
             "detailCapacity": detail_capacity, "detailMode": DETAIL_MODES[o.detail],
             "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
@@ -213,6 +223,8 @@ class Recorder:
             self.warn(f"cannot hook {f['name']} ({f['module']} {f['address']}): {f['error']}")
         if hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
+        self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}; recording "
+                  f"({self.transport} transport)")
         arch = ARCH_CODES[self.agent_info["arch"]]
         self.writer = SessionWriter(o.output, self.pid or 0, arch=arch,
                                     os_id=_os_code(self.device, self.agent_info),
@@ -225,8 +237,14 @@ class Recorder:
             sink = self.flight = FlightRecorder(int(o.pre_roll_ms * 1e6),
                                                 int(o.post_roll_ms * 1e6),
                                                 o.pre_roll_buffer_mb << 20)
-        self.drain = Drain(RingReader(self.region.buf, geometry), self.writer, sink,
-                           self._on_function_trigger if self.flight else None)
+        if self.region is not None:
+            rings = RingReader(self.region.buf, geometry)
+        else:
+            self.mirror = RpcMirror(self.script, geometry)
+            rings = self.mirror.reader
+        self.drain = Drain(rings, self.writer, sink,
+                           self._on_function_trigger if self.flight else None,
+                           self.mirror.sync if self.mirror else None)
 
     def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.flight is not None
@@ -260,6 +278,8 @@ class Recorder:
             self.stop_event.wait(timeout)
             if self.drain.failed.is_set():
                 self.request_stop(f"error: {self.drain.error}")
+            elif self.mirror is not None and self.mirror.lost is not None:
+                self.request_stop(f"connection-lost: {self.mirror.lost}")
             elif deadline is not None and time.monotonic() >= deadline:
                 self.request_stop("duration")
             if progress is not None:
@@ -274,7 +294,8 @@ class Recorder:
         return Progress(time.monotonic() - self.t0, stats.events, stats.threads,
                         stats.total_drops + sum(stats.detail_drops), stats.detail_bytes,
                         len(flight.windows) if flight else 0,
-                        flight.truncated_ns if flight else 0)
+                        flight.truncated_ns if flight else 0,
+                        self.mirror.throughput() if self.mirror else None)
 
     def _stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""
@@ -335,6 +356,17 @@ class Recorder:
         if isinstance(e, (frida.InvalidOperationError, frida.TransportError)) and self._detached:
             return f"the target exited during attach ({text})"
         return f"cannot trace {self.target.describe()}: {text}"
+
+
+def resolve_transport(choice: str, device: frida.core.Device) -> str:
+    """auto: shared memory on the local device (the host can map the target), RPC elsewhere."""
+    local = device.type == "local"
+    if choice == "auto":
+        return "shm" if local else "rpc"
+    if choice == "shm" and not local:
+        raise TracerError(f"--transport shm needs the local device; this host cannot map the "
+                          f"memory of a {device.type} device (use --transport rpc or auto)")
+    return choice
 
 
 def _check_output_dir(path: Path) -> None:

@@ -1,8 +1,10 @@
 /* Calls work() exactly N times (argv[1]) on one thread, or on T threads (argv[2]) each its own
- * count N + thread index, then exits. Used to check that every call is recorded. */
+ * count N + thread index, then exits. Used to check that every call is recorded. With a third
+ * argument GATE, it first waits until the file GATE exists (so a tracer can attach first). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 volatile long sink;
 
@@ -27,6 +29,12 @@ int main(int argc, char **argv)
   long n = argc > 1 ? atol(argv[1]) : 1000;
   long threads = argc > 2 ? atol(argv[2]) : 0;
   per_thread_base = n;
+  if (argc > 3) {
+    printf("waiting for %s\n", argv[3]);
+    fflush(stdout);
+    while (access(argv[3], F_OK) != 0)
+      usleep(10 * 1000);
+  }
   if (threads == 0) {
     run(0);
   } else {

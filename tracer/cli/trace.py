@@ -82,6 +82,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--ring-kb", type=power_of_two_count, default=1024, metavar="KB",
                    help="index ring size per thread in KiB, a power of two (default 1024 = "
                    "32768 events)")
+    g.add_argument("--transport", choices=("auto", "shm", "rpc"), default="auto",
+                   help="how rings reach ada: shared memory (local device only) or pulled over "
+                   "Frida's channel; auto picks shm locally, rpc elsewhere")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
     d = p.add_argument_group("detail lane and flight recorder")
     d.add_argument("--detail", action="store_true",
@@ -132,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
                            pre_roll_ms=args.pre_roll_ms or 0.0,
                            post_roll_ms=args.post_roll_ms or 0.0,
                            pre_roll_buffer_mb=args.pre_roll_buffer_mb,
-                           triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms)
+                           triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms,
+                           transport=args.transport)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info)
@@ -210,6 +214,8 @@ class StatusLine:
             line += f"  {p.windows} window(s)"
         if p.truncated_ns:
             line += f"  truncated {p.truncated_ns / 1e6:.1f} ms"
+        if p.transport_bytes_per_s is not None:
+            line += f"  rpc {p.transport_bytes_per_s / 1e6:.1f} MB/s"
         return line
 
     def update(self, p: Progress) -> None:

@@ -1,0 +1,118 @@
+"""Devices and transports that can be exercised here: a real remote device on loopback
+(frida.PortalService joined by the target), the RPC transport on the local device, and option
+errors. USB iOS/Android devices are not available on this machine."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import frida
+import numpy as np
+import pytest
+
+import atf
+from atf import format as F
+from helpers import ROOT, function_events, run_ada, session_path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_verify_clean(path):
+    out = run_ada("verify", path)
+    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("transport", ["shm", "rpc"])
+def test_local_transports_give_the_same_exact_counts(tmp_path, target_bin, transport):
+    n = 4000
+    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", transport, "-f",
+                  target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work")
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    assert sorted(len(ev) for ev in function_events(s, "work").values()) == \
+        [2 * (n + i) for i in range(8)]
+    assert s.manifest["transport"]["kind"] == transport
+    assert_verify_clean(s.path)
+
+
+def test_rpc_detail_lane_matches(tmp_path, target_bin):
+    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", "rpc", "--detail", "-f",
+                  target_bin("regs"), "-i", "regs!add")
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    t = s.threads[0]
+    assert len(t.detail) == 6
+    assert [t.detail_for(i).return_value for i in (1, 3)] == [7, 123]
+    assert_verify_clean(s.path)
+
+
+@pytest.fixture
+def portal():
+    """A real remote device on loopback: a PortalService that local processes join."""
+    cluster, control = free_port(), free_port()
+    service = frida.PortalService(frida.EndpointParameters(address="127.0.0.1", port=cluster),
+                                  frida.EndpointParameters(address="127.0.0.1", port=control))
+    service.start()
+    try:
+        yield cluster, control
+    finally:
+        service.stop()
+
+
+def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
+    cluster, control = portal
+    n = 5000
+    gate = tmp_path / "gate"
+    target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate)],
+                              stdout=subprocess.PIPE, text=True)
+    local = frida.get_local_device()
+    joiner = local.attach(target.pid)
+    joiner.join_portal(f"127.0.0.1:{cluster}")
+    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", tmp_path,
+                            "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
+                            "-i", "exact_calls!work"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        for line in ada.stderr:
+            if "recording" in line:
+                assert "rpc transport" in line
+                break
+            assert time.monotonic() < deadline, "ada never started recording"
+        gate.touch()
+        assert target.wait(timeout=60) == 0
+        stdout, stderr = ada.communicate(timeout=60)
+    finally:
+        for p in (ada, target):
+            if p.poll() is None:
+                p.kill()
+        try:
+            joiner.detach()
+        except frida.InvalidOperationError:
+            pass
+    assert ada.returncode == 0, stderr
+    s = atf.open_session(stdout.strip().splitlines()[-1])
+    assert s.manifest["device"]["type"] == "remote"
+    assert s.manifest["transport"]["kind"] == "rpc"
+    work = function_events(s, "work")[0]
+    assert len(work) == 2 * n
+    assert np.array_equal(work["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], n))
+    assert_verify_clean(s.path)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-D", "no-such-device"], "device 'no-such-device' not found"),
+    (["-H", "127.0.0.1:1"], "cannot"),
+    (["-D", "local", "-H", "127.0.0.1"], "Only one of -D, -U, -R, and -H"),
+    (["-U", "-R"], "Only one of -D, -U, -R, and -H"),
+    (["--transport", "shm", "-H", "127.0.0.1:1"], "cannot"),
+])
+def test_device_option_errors(tmp_path, args, needle):
+    out = run_ada("trace", "-o", tmp_path, "-p", "1", "-i", "f", *args, timeout=60)
+    assert out.returncode != 0 and needle in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
