@@ -67,8 +67,8 @@ def portal():
 def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
     cluster, control = portal
     n = 5000
-    gate = tmp_path / "gate"
-    target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate)],
+    gate, exit_gate = tmp_path / "gate", tmp_path / "exit-gate"
+    target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate), str(exit_gate)],
                               stdout=subprocess.PIPE, text=True)
     local = frida.get_local_device()
     joiner = local.attach(target.pid)
@@ -85,6 +85,15 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
                 break
             assert time.monotonic() < deadline, "ada never started recording"
         gate.touch()
+        # Like a real app, the target lives on after its calls; once every event has come
+        # over the remote link into the index file, it may exit.
+        want = 64 + 2 * n * 32
+        while time.monotonic() < deadline:
+            files = list(tmp_path.glob("session_*/pid_*/thread_0/index.atf"))
+            if files and files[0].stat().st_size >= want:
+                break
+            time.sleep(0.05)
+        exit_gate.touch()
         assert target.wait(timeout=60) == 0
         stdout, stderr = ada.communicate(timeout=60)
     finally:

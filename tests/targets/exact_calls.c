@@ -1,6 +1,7 @@
 /* Calls work() exactly N times (argv[1]) on one thread, or on T threads (argv[2]) each its own
  * count N + thread index, then exits. Used to check that every call is recorded. With a third
- * argument GATE, it first waits until the file GATE exists (so a tracer can attach first). */
+ * argument GATE, it first waits until the file GATE exists (so a tracer can attach first); with
+ * a fourth, EXIT_GATE, it waits for that file before exiting. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,5 +46,9 @@ int main(int argc, char **argv)
       pthread_join(t[i], NULL);
   }
   printf("done %ld\n", sink);
+  fflush(stdout);
+  if (argc > 4)
+    while (access(argv[4], F_OK) != 0)
+      usleep(10 * 1000);
   return 0;
 }
