@@ -216,6 +216,10 @@ class AdaAgent {
       return modules.filter(m => re.test(m.name) || re.test(m.path));
     };
     for (const item of selection) {
+      if (item.kind === 'objc') {
+        this._selectObjC(item, selected, add);
+        continue;
+      }
       const nameRe = item.pattern !== null ? globToRegExp(item.pattern) : null;
       if (item.op === 'exclude') {
         const mods = new Set(matchModules(item.module).map(m => m.path));
@@ -240,6 +244,26 @@ class AdaAgent {
       }
     }
     return selected;
+  }
+
+  /* -m/-M: Objective-C methods through Frida's objc resolver (iOS and macOS targets). */
+  _selectObjC(item, selected, add) {
+    let resolver;
+    try {
+      resolver = new ApiResolver('objc');
+    } catch (e) {
+      throw new Error(`${item.op === 'include' ? '-m' : '-M'} needs an Objective-C runtime ` +
+                      '(an iOS or macOS target)');
+    }
+    for (const match of resolver.enumerateMatches(item.pattern)) {
+      if (item.op === 'exclude') {
+        selected.delete(match.address.toString());
+        continue;
+      }
+      const module = Process.findModuleByAddress(match.address);
+      if (module !== null)
+        add(module, match.name, match.address);
+    }
   }
 
   /* function_id = module_id << 32 | symbol_index: main module 0, others by path; by address within. */

@@ -1,9 +1,12 @@
 /* Benchmark target: THREADS threads each call small() CALLS times (argv[1], argv[2]) and the
- * program prints the call rate it saw (the loop timed with CLOCK_MONOTONIC). */
+ * program prints the call rate it saw (the loop timed with CLOCK_MONOTONIC). With argv[3], it
+ * first waits for that file to exist (so a tracer can attach first); with argv[4], it waits for
+ * that file before exiting (so a remote tracer can pull everything first). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 volatile long sink;
 static long calls;
@@ -34,6 +37,9 @@ int main(int argc, char **argv)
   calls = argc > 1 ? atol(argv[1]) : 10000000;
   long threads = argc > 2 ? atol(argv[2]) : 1;
   pthread_t t[64];
+  if (argc > 3)
+    while (access(argv[3], F_OK) != 0)
+      usleep(10 * 1000);
   double t0 = now();
   for (long i = 0; i < threads; i++)
     pthread_create(&t[i], NULL, loop, NULL);
@@ -42,5 +48,9 @@ int main(int argc, char **argv)
   double dt = now() - t0;
   printf("BENCH calls=%ld threads=%ld seconds=%.6f rate=%.1f\n", calls * threads, threads, dt,
          calls * threads / dt);
+  fflush(stdout);
+  if (argc > 4)
+    while (access(argv[4], F_OK) != 0)
+      usleep(10 * 1000);
   return 0;
 }

@@ -6,9 +6,11 @@ Prints, for one thread calling small() in a loop (the target times its own loop)
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
   the drain keeps up; the 2-thread rate; and the detail lane: `--detail` and a flight-recorder
-  window, as ratios of the empty hook, with the detail bytes/s written. Targets: index lane >=
-  0.75x the empty hook, zero events lost over >= 20 M calls, the drain keeping up for >= 30 s;
-  --detail >= 0.5x the empty hook with zero index events lost.
+  window, as ratios of the empty hook, with the detail bytes/s written; and the RPC transport's
+  sustained events/s and MB/s on the local device and through a real remote device on loopback
+  (a frida.PortalService the target joins). Targets: index lane >= 0.75x the empty hook, zero
+  events lost over >= 20 M calls, the drain keeping up for >= 30 s; --detail >= 0.5x the empty
+  hook with zero index events lost; RPC zero events lost in the default mode.
 """
 
 from __future__ import annotations
@@ -116,6 +118,65 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (
     return run
 
 
+def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
+    """The benchmark target joined to a PortalService on loopback, traced with -H."""
+    import socket
+
+    def port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    cluster, control = port(), port()
+    service = frida.PortalService(frida.EndpointParameters(address="127.0.0.1", port=cluster),
+                                  frida.EndpointParameters(address="127.0.0.1", port=control))
+    service.start()
+    gate, exit_gate = out_dir.parent / "gate", out_dir.parent / "exit-gate"
+    target = subprocess.Popen([str(exe), str(calls), "1", str(gate), str(exit_gate)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        joiner = frida.get_local_device().attach(target.pid)
+        joiner.join_portal(f"127.0.0.1:{cluster}")
+        settle_page_cache()
+        ada_proc = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", str(out_dir),
+                                     "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
+                                     "-i", "bench_target!small"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        for line in ada_proc.stderr:
+            if "recording" in line:
+                break
+        gate.touch()
+        line = ""
+        while "BENCH" not in line:  # the injected agent may print its own lines first
+            line = target.stdout.readline()
+            if not line:
+                raise RuntimeError("the benchmark target ended without its BENCH line")
+        rate, seconds = parse_rate(line)
+        # Like a live app, the target stays until its events are in (the exit flush is best
+        # effort through a relay, see docs/platforms.md); give up waiting after 120 s.
+        want = 64 + 2 * calls * 32
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
+            if files and files[0].stat().st_size >= want:
+                break
+            time.sleep(0.1)
+        exit_gate.touch()
+        target.wait(timeout=60)
+        stdout, stderr = ada_proc.communicate(timeout=600)
+        if ada_proc.returncode != 0:
+            raise RuntimeError(stderr)
+    finally:
+        if target.poll() is None:
+            target.kill()
+        service.stop()
+    session = atf.open_session(stdout.strip().splitlines()[-1])
+    run = AdaRun(rate, 2 * calls, session.event_count, seconds, 0, 0)
+    run.transport = session.manifest["transport"]  # type: ignore[attr-defined]
+    shutil.rmtree(session.path.parent)
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20_000_000, help="calls per run (default 20M)")
@@ -150,6 +211,14 @@ def main() -> None:
             print(f"  long run, {args.long_calls:,} calls: {lr.seconds:.1f} s at "
                   f"{lr.rate / 1e6:.2f} M calls/s ({lr.rate / floor:.2f}x empty hook), events "
                   f"expected {lr.expected:,}, recorded {lr.recorded:,}, lost {lr.lost:,}")
+        lo = ada(exe, n, tmp / "t", extra=("--transport", "rpc"))
+        print(f"  rpc transport, local    : {lo.rate / 1e6:8.2f} M calls/s = "
+              f"{lo.expected / lo.seconds / 1e6:.2f} M events/s, "
+              f"{lo.expected * 32 / lo.seconds / 1e6:.0f} MB/s; lost {lo.lost:,}")
+        rr = rpc_remote(exe, n, tmp / "t")
+        print(f"  rpc transport, loopback remote (-H, PortalService): {rr.rate / 1e6:.2f} M calls/s"
+              f" = {rr.expected / rr.seconds / 1e6:.2f} M events/s, "
+              f"{rr.expected * 32 / rr.seconds / 1e6:.0f} MB/s; lost {rr.lost:,}")
         half = n // 2
         base2 = uninstrumented(exe, half, 2)
         floor2 = empty_hook(exe, half, 2)

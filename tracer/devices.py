@@ -41,14 +41,17 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
                    help="attach to the process with this PID")
     g.add_argument("-n", "--attach-name", metavar="NAME", dest="name",
                    help="attach to the process with this name")
+    g.add_argument("-N", "--attach-identifier", metavar="IDENTIFIER", dest="identifier",
+                   help="attach to the running app with this bundle id or package name")
     g.add_argument("-f", "--file", metavar="FILE", dest="file",
-                   help="spawn FILE (suspended), hook, resume; remaining arguments are its ARGS")
+                   help="spawn FILE (suspended), hook, resume; remaining arguments are its ARGS; "
+                   "on a phone FILE is an app identifier")
     g.add_argument("args", nargs="*", metavar="ARGS", help="arguments for -f FILE")
 
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # "pid" | "name" | "file"
+    kind: str  # "pid" | "name" | "identifier" | "file"
     value: object
 
     @property
@@ -62,9 +65,10 @@ class Target:
 
 
 def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target:
-    given = [k for k in ("pid", "name", "file") if getattr(args, k) is not None]
+    given = [k for k in ("pid", "name", "identifier", "file") if getattr(args, k) is not None]
     if len(given) != 1:
-        parser.error("give exactly one target: -p PID, -n NAME or -f FILE [ARGS...]")
+        parser.error("give exactly one target: -p PID, -n NAME, -N IDENTIFIER or "
+                     "-f FILE [ARGS...]")
     if args.args and args.file is None:
         parser.error(f"unexpected arguments {' '.join(args.args)!r} (ARGS go with -f FILE)")
     if args.file is not None:
@@ -73,7 +77,23 @@ def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         if args.pid <= 0:
             parser.error(f"-p {args.pid}: not a process id")
         return Target("pid", args.pid)
+    if args.identifier is not None:
+        return Target("identifier", args.identifier)
     return Target("name", args.name)
+
+
+def find_app_pid(device: frida.core.Device, identifier: str) -> int:
+    """The pid of the running app with this bundle id / package name (case-insensitive)."""
+    wanted = identifier.lower()
+    apps = [a for a in device.enumerate_applications() if a.identifier.lower() == wanted]
+    if not apps:
+        raise TracerError(f"no app '{identifier}' is installed on {device.name} "
+                          "(frida-ps -Uai lists the apps)")
+    running = [a for a in apps if a.pid != 0]
+    if not running:
+        raise TracerError(f"app '{identifier}' is not running on {device.name}; "
+                          f"spawn it with -f {identifier}")
+    return running[0].pid
 
 
 def check_device_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

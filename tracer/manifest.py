@@ -98,4 +98,4 @@ def transport_stats(rec: "Recorder") -> dict[str, Any]:
         return {"kind": rec.transport}
     m = rec.mirror
     return {"kind": rec.transport, "pulls": m.pulls, "bytes": m.bytes,
-            "mb_per_s": round(m.throughput() / 1e6, 2), "lost": m.lost}
+            "mb_per_s": round(m.throughput() / 1e6, 2), "last_error": m.lost}

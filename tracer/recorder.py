@@ -23,7 +23,7 @@ import frida
 from atf import format as F
 from atf.writer import SessionWriter
 
-from .devices import Target
+from .devices import Target, find_app_pid
 from .drain import Drain
 from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
 from .manifest import build_manifest
@@ -171,6 +171,8 @@ class Recorder:
             self.spawned = True
         elif kind == "pid":
             self.pid = int(value)  # type: ignore[arg-type]
+        elif kind == "identifier":
+            self.pid = find_app_pid(self.device, str(value))
         else:
             self.pid = self.device.get_process(str(value)).pid
         self.session = self.device.attach(self.pid)
@@ -347,9 +349,15 @@ class Recorder:
 
     def _explain(self, e: BaseException) -> str:
         text = describe_frida_error(e)
+        local = self.device.type == "local"
+        if "locked" in text.lower():
+            return f"{self.device.name} is locked: unlock it and try again ({text})"
         if isinstance(e, frida.ProcessNotFoundError):
             return f"no such process: {self.target.describe()} ({text})"
         if isinstance(e, frida.ExecutableNotFoundError):
+            if not local and self.target.spawns:
+                return (f"app '{self.target.value[0]}' is not installed on {self.device.name} "
+                        f"(frida-ps -Uai lists the apps): {text}")
             return f"cannot spawn {self.target.describe()}: {text}"
         if isinstance(e, frida.PermissionDeniedError):
             return f"permission denied attaching to {self.target.describe()}: {text}"
@@ -392,7 +400,8 @@ def _os_code(device: frida.core.Device, agent_info: dict[str, Any]) -> int:
 def _describe_selection(selection: list[dict[str, Any]]) -> str:
     flags = {("include", "function"): "-i", ("exclude", "function"): "-x",
              ("include", "module"): "-I", ("exclude", "module"): "-X",
-             ("include", "offset"): "-a", ("include", "symbol"): "-s"}
+             ("include", "offset"): "-a", ("include", "symbol"): "-s",
+             ("include", "objc"): "-m", ("exclude", "objc"): "-M"}
     parts = []
     for s in selection:
         flag = flags.get((s["op"], s["kind"]), "?")

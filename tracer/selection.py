@@ -2,8 +2,9 @@
 
 -i/-x [MODULE!]GLOB include/exclude exported functions, -I/-X MODULE include/
 exclude whole modules, -a MODULE!OFFSET one address, -s [MODULE!]GLOB functions
-from the symbol table (exported or not). The agent applies them in order, each
-adding to or removing from the set (agent/ada_agent.js, resolve()).
+from the symbol table (exported or not), -m/-M "-[Class selector]" include/exclude
+Objective-C methods (globs allowed, as frida-trace takes them). The agent applies
+them in order, each adding to or removing from the set (agent/ada_agent.js).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def parse_item(flag: str, value: str) -> dict[str, Any]:
         return {"op": "exclude" if flag == "-x" else "include",
                 "kind": "symbol" if flag == "-s" else "function",
                 "module": module, "pattern": pattern, "offset": None}
+    if flag in ("-m", "-M"):
+        if not (value[:2] in ("-[", "+[", "*[") and value.endswith("]") and " " in value):
+            raise ValueError(f"{flag} {value!r}: expected an Objective-C method like "
+                             "'-[NSURLSession dataTask*]' or '+[* *Key*]'")
+        return {"op": "include" if flag == "-m" else "exclude", "kind": "objc",
+                "module": None, "pattern": value, "offset": None}
     if flag in ("-I", "-X"):
         return {"op": "include" if flag == "-I" else "exclude", "kind": "module",
                 "module": value, "pattern": None, "offset": None}
@@ -72,6 +79,13 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="MODULE", help="exclude every function of MODULE")
     g.add_argument("-a", "--add", const="-a", dest="selection", action=SelectionAction,
                    metavar="MODULE!OFFSET", help="include the function at MODULE's base + OFFSET")
+    g.add_argument("-m", "--include-objc-method", const="-m", dest="selection",
+                   action=SelectionAction, metavar="OBJC_METHOD",
+                   help="include Objective-C methods, e.g. '-[NSURLSession dataTask*]' "
+                   "(iOS/macOS)")
+    g.add_argument("-M", "--exclude-objc-method", const="-M", dest="selection",
+                   action=SelectionAction, metavar="OBJC_METHOD",
+                   help="exclude Objective-C methods")
     g.add_argument("-s", "--symbol", const="-s", dest="selection", action=SelectionAction,
                    metavar="[MODULE!]GLOB",
                    help="include functions from the symbol table (exported or not) matching GLOB")
