@@ -414,6 +414,16 @@ ada_register_thread (void)
       t = ada_register_thread (); \
   } while (0)
 
+/* Timestamp and thread state; a thread past --max-threads is only counted (and returns). */
+#define ADA_BEGIN(now, t) \
+  ADA_NOW (now); \
+  ADA_THREAD (t); \
+  if (t->overflowed) \
+  { \
+    g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1); \
+    return; \
+  }
+
 /*
  * Wait until the drain has consumed enough for `need` more units (events or
  * bytes) in a ring of `capacity`. FALSE when the record must be dropped: the
@@ -578,13 +588,7 @@ ada_on_enter (GumInvocationContext * ic)
   guint64 sp = ADA_SP (ic);
   guint32 depth;
 
-  ADA_NOW (now);
-  ADA_THREAD (t);
-  if (t->overflowed)
-  {
-    g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1);
-    return;
-  }
+  ADA_BEGIN (now, t);
   /* Frames at or below this sp have been left without a return (longjmp,
    * exception unwinding, a tail call): they are not open any more. */
   if (t->depth_extra == 0)
@@ -626,13 +630,7 @@ ada_on_leave (GumInvocationContext * ic)
   guint64 ret = 0;
   guint32 depth;
 
-  ADA_NOW (now);
-  ADA_THREAD (t);
-  if (t->overflowed)
-  {
-    g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1);
-    return;
-  }
+  ADA_BEGIN (now, t);
   /* sp on leave is the sp its CALL saw. Deeper entries were left without a
    * return; the matching entry gives the CALL's depth, which a RETURN carries. */
   if (t->depth_extra > 0)

@@ -352,10 +352,6 @@ class DetailReader:
         return self._field("timestamp")
 
     @property
-    def lengths(self) -> np.ndarray:
-        return self._field("total_length")
-
-    @property
     def event_types(self) -> np.ndarray:
         return self._field("event_type")
 

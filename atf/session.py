@@ -17,7 +17,6 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import format as F
 from .errors import AtfError, ManifestError, NotASessionError
 from .reader import RECOVERED, ThreadReader
 
@@ -216,6 +215,3 @@ def open_session(path: str | os.PathLike) -> SessionReader:
     """Open a session directory (pid_N, or a session_* holding one pid_N)."""
     return SessionReader(path)
 
-
-def arch_name(arch: int) -> str:
-    return F.ARCH_NAMES.get(arch, f"arch{arch}")

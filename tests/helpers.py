@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,3 +57,26 @@ def assert_balanced(ev: np.ndarray) -> None:
     ts = ev["timestamp_ns"].astype(np.int64)
     assert np.all(np.diff(ts) >= 0), "timestamps go backwards"
     assert np.count_nonzero(kinds == F.EVENT_CALL) == np.count_nonzero(kinds == F.EVENT_RETURN)
+
+
+def trace_session(tmp_path: Path, *args: object, timeout: float = 120):
+    """`ada trace -q -o tmp_path/traces ARGS`, which must succeed; returns (session, process)."""
+    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return atf.open_session(session_path(out)), out
+
+
+def assert_verify_clean(path: Path) -> None:
+    out = run_ada("verify", path)
+    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
+
+
+def wait_for_index_events(out_dir: Path, events: int, timeout: float = 30.0) -> Path:
+    """Wait until a live recording's thread_0/index.atf holds `events` events; its session dir."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
+        if files and files[0].stat().st_size >= 64 + 32 * events:
+            return files[0].parents[1]
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {events} events recorded under {out_dir} in {timeout} s")

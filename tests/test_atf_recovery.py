@@ -189,7 +189,7 @@ def test_absurd_detail_counts(tmp_path):
 
 
 def test_hostile_manifests(tmp_path):
-    d = finalized_thread(tmp_path)
+    finalized_thread(tmp_path)
     for text in ['[]', '{"threads": 5}', '{"threads": [{"id": -1}]}',
                  '{"threads": [{"id": 99999999999}]}', '{"threads": [{"id": 0}, {"id": 0}]}',
                  '{"threads": [{"id": 7}]}', '{', '{"symbols": 3, "threads": [{"id": 0}]}',

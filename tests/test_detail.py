@@ -1,34 +1,17 @@
 """The detail lane and the flight recorder, end to end on real programs."""
 
-import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
 import atf
 from atf import format as F
-from helpers import ROOT, function_events, run_ada, session_path
+from helpers import (ROOT, assert_verify_clean, function_events, run_ada,
+                     trace_session as trace, wait_for_index_events)
 
 
-def trace(tmp_path, *args, timeout=120):
-    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
-    assert out.returncode == 0, out.stderr
-    return atf.open_session(session_path(out)), out
-
-
-def assert_verify_clean(path):
-    out = run_ada("verify", path)
-    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
-
-
-def details_of(thread, events_mask=None):
-    ev = thread.index.events
-    seqs = np.flatnonzero(ev["detail_seq"] != F.NO_DETAIL_SEQ)
-    return [(int(s), thread.detail_for(int(s))) for s in seqs]
 
 
 def test_registers_return_value_and_stack(tmp_path, target_bin):
@@ -132,14 +115,7 @@ def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
                             "--pre-roll-ms", "50", "--post-roll-ms", "50"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
-            if files and files[0].stat().st_size > 64 + 32 * 1000:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("no events recorded")
+        wait_for_index_events(out_dir, 1000)
         ada.send_signal(signal.SIGUSR1)
         stdout, stderr = ada.communicate(timeout=60)
     finally:

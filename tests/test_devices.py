@@ -13,18 +13,14 @@ import pytest
 
 import atf
 from atf import format as F
-from helpers import ROOT, function_events, run_ada, session_path
+from helpers import (ROOT, assert_verify_clean, function_events, run_ada, session_path,
+                     wait_for_index_events)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def assert_verify_clean(path):
-    out = run_ada("verify", path)
-    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
 
 
 @pytest.mark.parametrize("transport", ["shm", "rpc"])
@@ -87,12 +83,7 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
         gate.touch()
         # Like a real app, the target lives on after its calls; once every event has come
         # over the remote link into the index file, it may exit.
-        want = 64 + 2 * n * 32
-        while time.monotonic() < deadline:
-            files = list(tmp_path.glob("session_*/pid_*/thread_0/index.atf"))
-            if files and files[0].stat().st_size >= want:
-                break
-            time.sleep(0.05)
+        wait_for_index_events(tmp_path, 2 * n, timeout=60)
         exit_gate.touch()
         assert target.wait(timeout=60) == 0
         stdout, stderr = ada.communicate(timeout=60)

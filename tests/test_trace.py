@@ -12,18 +12,10 @@ import pytest
 
 import atf
 from atf import format as F
-from helpers import assert_balanced, function_events, run_ada, session_path
+from helpers import (assert_balanced, assert_verify_clean, function_events, run_ada,
+                     trace_session as trace, wait_for_index_events)
 
 
-def trace(tmp_path, *args, timeout=120):
-    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
-    assert out.returncode == 0, out.stderr
-    return atf.open_session(session_path(out)), out
-
-
-def assert_verify_clean(path):
-    out = run_ada("verify", path)
-    assert out.returncode == 0 and "OK: clean" in out.stdout, out.stdout
 
 
 def test_exact_count_one_thread(tmp_path, target_bin):
@@ -132,15 +124,7 @@ def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bi
                            cwd=Path(__file__).resolve().parents[1])
     target_pid = None
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            files = list(out_dir.glob("session_*/pid_*/thread_0/index.atf"))
-            if files and files[0].stat().st_size > 64 + 32 * 20000:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("no events recorded")
-        session = files[0].parents[1]
+        session = wait_for_index_events(out_dir, 20000)
         target_pid = int(session.name[4:])
         ada.send_signal(signal.SIGKILL)
         ada.wait(timeout=10)

@@ -199,7 +199,6 @@ class Recorder:
             "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
             "indexRingsOffset": str(geometry.index_rings_offset),
             "detailRingsOffset": str(geometry.detail_rings_offset),
-            "regionSize": geometry.size,
         }
         api = self.script.exports_sync
         self.agent_info = api.init(config)

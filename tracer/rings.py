@@ -22,15 +22,14 @@ import numpy as np
 
 from atf import format as F
 
-REGION_MAGIC = 0x31474E4952414441  # "ADARING1"
 HEADER_SIZE = 4096
 SLOT_SIZE = 256
 SLOT_ACTIVE = 1
 
-# RegionHeader fields: (offset, dtype)
-H_MAGIC, H_MAX_THREADS, H_INDEX_CAP, H_DETAIL_CAP = (0, "<u8"), (12, "<u4"), (16, "<u4"), (20, "<u4")
+# RegionHeader fields the host reads or writes: (offset, dtype). The agent writes the rest
+# (geometry, policy, stall limit); agent/ada_hooks.c has the full struct.
 H_REGISTERED, H_OVERFLOW_THREADS, H_OVERFLOW_EVENTS = (24, "<u4"), (28, "<u4"), (32, "<u8")
-H_POLICY, H_STOP, H_HEARTBEAT, H_STALL = (40, "<u4"), (44, "<u4"), (48, "<u8"), (56, "<u8")
+H_STOP, H_HEARTBEAT = (44, "<u4"), (48, "<u8")
 H_TRIGGER_HEAD, H_TRIGGER_TAIL, H_TRIGGERS_COALESCED = (96, "<u4"), (100, "<u4"), (104, "<u4")
 H_TRIGGER_GAP = (112, "<u8")
 # SlotControl fields
@@ -141,10 +140,6 @@ class RingReader:
 
     def _h64(self, field: tuple[int, str]) -> int:
         return int(self._u64[field[0] // 8])
-
-    @property
-    def ready(self) -> bool:
-        return self._h64(H_MAGIC) == REGION_MAGIC
 
     @property
     def registered(self) -> int:

@@ -16,7 +16,6 @@ from atf import AtfError
 from ..errors import TracerError
 
 from . import dump, info, trace, verify
-from .common import CliError
 
 COMMANDS = (trace, info, dump, verify)
 

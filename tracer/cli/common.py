@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
 from ..errors import TracerError
 
@@ -11,14 +12,26 @@ class CliError(TracerError):
     """A usage or environment problem to report in one line (exit 1)."""
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {value}")
-    return value
+def number(kind: type, minimum: float | None = None, maximum: float | None = None,
+           above: float | None = None) -> Callable[[str], Any]:
+    """An argparse type for int or float options with bounds, and messages that say them."""
+    def parse(text: str) -> Any:
+        try:
+            value = int(text, 0) if kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"expected a value > {above:g}, got {text}")
+        if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"expected {minimum:g}..{maximum:g}, got {text}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a value >= {minimum:g}, got {text}")
+        return value
+    return parse
+
+
+non_negative_int = number(int, minimum=0)
 
 
 def format_duration_ns(ns: int) -> str:

@@ -13,47 +13,13 @@ from ..devices import (add_device_arguments, add_target_arguments, check_device_
                        open_device, target_from_args)
 from ..recorder import Progress, Recorder, TraceOptions
 from ..selection import SelectionAction, add_selection_arguments
-from .common import CliError
+from .common import CliError, number
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {text}")
-    return value
-
-
-def stack_bytes(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"expected 0..256, got {value}")
-    return value
-
-
-def power_of_two_count(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+positive_float = number(float, above=0)
+non_negative_float = number(float, minimum=0)
+stack_bytes = number(int, minimum=0, maximum=256)
+positive_int = number(int, minimum=1)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,10 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--on-full", choices=("wait", "drop"), default="wait",
                    help="when a thread's ring is full: wait for the drain (lossless, default) "
                    "or drop and count the event")
-    g.add_argument("--max-threads", type=power_of_two_count, default=1024, metavar="N",
+    g.add_argument("--max-threads", type=positive_int, default=1024, metavar="N",
                    help="threads that get a ring (default 1024); events of later threads are "
                    "counted as overflow, never silently lost")
-    g.add_argument("--ring-kb", type=power_of_two_count, default=1024, metavar="KB",
+    g.add_argument("--ring-kb", type=positive_int, default=1024, metavar="KB",
                    help="index ring size per thread in KiB, a power of two (default 1024 = "
                    "32768 events)")
     g.add_argument("--transport", choices=("auto", "shm", "rpc"), default="auto",
@@ -101,10 +67,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "need not be traced)")
     d.add_argument("--trigger-at-ms", type=non_negative_float, action="append", default=[],
                    metavar="T", help="a trigger T ms after recording starts (repeatable)")
-    d.add_argument("--pre-roll-buffer-mb", type=power_of_two_count, default=256, metavar="MB",
+    d.add_argument("--pre-roll-buffer-mb", type=positive_int, default=256, metavar="MB",
                    help="memory for detail waiting for a trigger (default 256); if it cuts a "
                    "window short, the manifest and status line say by how much")
-    d.add_argument("--detail-ring-kb", type=power_of_two_count, default=4096, metavar="KB",
+    d.add_argument("--detail-ring-kb", type=positive_int, default=4096, metavar="KB",
                    help="detail ring per thread in KiB, a power of two (default 4096)")
     p.set_defaults(run=run, parser=p)
 
