@@ -183,20 +183,39 @@ class SessionReader:
                 continue
             order = np.argsort(np.concatenate(parts), kind="stable")
             which = np.repeat(np.arange(len(parts), dtype=np.int32), lens)[order]
-            starts = np.cumsum(lens) - lens
-            first_seq = np.array([cu[c] for cu in cuts], dtype=np.int64)
-            yield chosen_arr[which], order - starts[which] + first_seq[which]
+            # index_seq = position in the concatenation - where that thread's part starts
+            # + where the part starts in the thread's file: one offset per thread.
+            shift = np.array([cu[c] for cu in cuts], dtype=np.int64) - (np.cumsum(lens) - lens)
+            order += shift[which]
+            yield chosen_arr[which], order
 
     def merged_order(self, start_ns: int | None = None, end_ns: int | None = None,
                      threads: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The whole merge as two arrays: thread positions and index_seqs."""
-        th, seq = [], []
+        """The whole merge as two arrays: thread positions and index_seqs.
+
+        The outputs are allocated once and filled chunk by chunk: no list of chunks to
+        concatenate, so memory stays at the size of the result.
+        """
+        total = self._count_in_range(start_ns, end_ns, threads)
+        positions = np.empty(total, dtype=np.int32)
+        seqs = np.empty(total, dtype=np.int64)
+        filled = 0
         for a, b in self.iter_merged(start_ns, end_ns, threads):
-            th.append(a)
-            seq.append(b)
-        if not th:
-            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
-        return np.concatenate(th), np.concatenate(seq)
+            positions[filled:filled + len(a)] = a
+            seqs[filled:filled + len(b)] = b
+            filled += len(a)
+        return positions[:filled], seqs[:filled]
+
+    def _count_in_range(self, start_ns: int | None, end_ns: int | None,
+                        threads: list[int] | None) -> int:
+        total = 0
+        for t in self.threads:
+            if threads is None or t.id in threads:
+                ts = t.index.timestamps
+                lo = 0 if start_ns is None else bisect.bisect_left(ts, start_ns)
+                hi = len(ts) if end_ns is None else bisect.bisect_left(ts, end_ns, lo)
+                total += max(0, hi - lo)
+        return total
 
 
 def _chunk_bounds(ts_arrays: list[np.ndarray], lo: list[int], hi: list[int], total: int,
