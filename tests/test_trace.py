@@ -202,3 +202,32 @@ def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin):
     assert recorded + dropped == 2 * n
     assert recorded > 4096 // 32  # far more than one ring: the drain kept emptying it
     assert_verify_clean(s.path)
+
+
+def test_three_hundred_threads_at_once(tmp_path, target_bin):
+    n = 200
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "300", "-i",
+                 "exact_calls!work", timeout=240)
+    counts = sorted(len(t.index) for t in s.threads)
+    assert counts == [2 * (n + i) for i in range(300)]
+    assert_verify_clean(s.path)
+
+
+def test_threads_past_max_threads_are_counted(tmp_path, target_bin):
+    n = 1000
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
+                 "--max-threads", "4")
+    drops = s.manifest["drops"]
+    recorded = s.event_count
+    assert len(s.threads) == 4 and drops["overflow_threads"] == 4
+    # Every event is either in a file or counted: nothing vanishes silently.
+    assert recorded + drops["overflow_events"] == sum(2 * (n + i) for i in range(8))
+    assert_verify_clean(s.path)
+
+
+def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin):
+    n = 300_000
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+                 "--ring-kb", "4")
+    assert len(s.threads[0].index) == 2 * n and s.manifest["drops"]["index"] == 0
+    assert_verify_clean(s.path)

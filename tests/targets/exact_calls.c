@@ -29,6 +29,8 @@ int main(int argc, char **argv)
 {
   long n = argc > 1 ? atol(argv[1]) : 1000;
   long threads = argc > 2 ? atol(argv[2]) : 0;
+  if (threads > 1024)
+    threads = 1024;
   per_thread_base = n;
   if (argc > 3) {
     printf("waiting for %s\n", argv[3]);
@@ -39,7 +41,7 @@ int main(int argc, char **argv)
   if (threads == 0) {
     run(0);
   } else {
-    pthread_t t[256];
+    pthread_t t[1024];
     for (long i = 0; i < threads; i++)
       pthread_create(&t[i], NULL, run, (void *) i);
     for (long i = 0; i < threads; i++)
