@@ -28,26 +28,32 @@ class AlwaysDetail:
 
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
         for slot, queue in self._queues.items():
-            writer = writers[slot]
-            while queue:
-                data = queue[0]
-                walk = walk_records(data, 0, len(data))
-                if walk.problem is not None:
-                    raise RuntimeError(f"malformed detail records from thread slot {slot}: "
-                                       f"{walk.problem}")
-                seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
-                ready = int(np.searchsorted(seqs, writer.index_count, "left"))
-                if ready == len(walk.offsets):
-                    writer.append_detail(data, walk)
-                    self.persisted += ready
-                    queue.popleft()
-                    continue
-                if ready:  # the rest waits for its index events (a record or two)
-                    cut = int(walk.offsets[ready])
-                    writer.append_detail(data[:cut])
-                    self.persisted += ready
-                    queue[0] = data[cut:]
-                break
+            self._settle_thread(queue, writers[slot], slot)
+            # What waits for its index events may be a view of the ring: keep a copy.
+            for i, data in enumerate(queue):
+                if data.base is not None:
+                    queue[i] = data.copy()
+
+    def _settle_thread(self, queue: deque[np.ndarray], writer: ThreadWriter, slot: int) -> None:
+        while queue:
+            data = queue[0]
+            walk = walk_records(data, 0, len(data))
+            if walk.problem is not None:
+                raise RuntimeError(f"malformed detail records from thread slot {slot}: "
+                                   f"{walk.problem}")
+            seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
+            ready = int(np.searchsorted(seqs, writer.index_count, "left"))
+            if ready == len(walk.offsets):
+                writer.append_detail(data, walk)
+                self.persisted += ready
+                queue.popleft()
+                continue
+            if ready:  # the rest waits for its index events (a record or two)
+                cut = int(walk.offsets[ready])
+                writer.append_detail(data[:cut])
+                self.persisted += ready
+                queue[0] = data[cut:]
+            return
 
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None:
         self.settle(writers, now_ns)

@@ -26,6 +26,8 @@ from .rings import RingReader, clock_ns
 
 
 class DetailSink(Protocol):
+    """feed() may get a view of the ring, valid until settle() returns: keep only copies."""
+
     def feed(self, slot: int, data: np.ndarray) -> None: ...
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
@@ -109,15 +111,12 @@ class Drain(threading.Thread):
 
     def _drain_detail(self) -> int:
         rings = self.rings
-        moved = 0
+        fed = []
         for slot in range(len(self.writers)):
             head, tail = rings.detail_head(slot), self.detail_tails[slot]
             if head != tail:
                 self.detail.feed(slot, rings.detail_bytes(slot, tail, head))
-                self.detail_tails[slot] = head
-                rings.set_detail_tail(slot, head)
-                self.stats.detail_bytes += head - tail
-                moved += 1
+                fed.append((slot, head, head - tail))
             self.stats.detail_drops[slot] = rings.detail_drops(slot)
         if self.on_trigger is not None:
             triggers, lost = rings.take_triggers()
@@ -125,7 +124,12 @@ class Drain(threading.Thread):
             for ts, fid, tid in triggers:
                 self.on_trigger(ts, fid, tid)
         self.detail.settle(self.writers, clock_ns())
-        return moved
+        # Only now may producers reuse the bytes the sink was fed (it may have read them in place).
+        for slot, head, size in fed:
+            self.detail_tails[slot] = head
+            rings.set_detail_tail(slot, head)
+            self.stats.detail_bytes += size
+        return len(fed)
 
     def finish(self, settle_s: float = 0.05) -> None:
         """Stop polling, then drain until the rings stay empty for `settle_s`."""

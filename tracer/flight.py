@@ -132,6 +132,7 @@ class FlightRecorder:
 
     def feed(self, slot: int, data: np.ndarray) -> None:
         """Buffer one thread's newly drained detail records (complete, back to back)."""
+        data = data.copy()  # it may be a view of the ring, which producers will reuse
         walk = walk_records(data, 0, len(data))
         if walk.problem is not None:
             raise RuntimeError(f"malformed detail records from thread slot {slot}: {walk.problem}")

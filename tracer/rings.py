@@ -192,12 +192,13 @@ class RingReader:
         return self._slot(slot, S_DETAIL_DROPS)
 
     def detail_bytes(self, slot: int, start: int, end: int) -> np.ndarray:
-        """Detail ring bytes [start, end) as one new array (records may wrap the ring)."""
+        """Detail ring bytes [start, end) as one array: a view of the ring when they do not wrap
+        (valid until the tail passes them), else a new array."""
         cap = self.g.detail_capacity
         base = self.g.detail_rings_offset + slot * cap
         a, n = start % cap, end - start
         if a + n <= cap:
-            return self.buf[base + a:base + a + n].copy()
+            return self.buf[base + a:base + a + n]
         first = cap - a
         return np.concatenate((self.buf[base + a:base + cap], self.buf[base:base + n - first]))
 
