@@ -47,21 +47,34 @@ def test_rpc_detail_lane_matches(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
+class Portal:
+    """A real remote device on loopback: a PortalService that local processes join."""
+
+    def __init__(self) -> None:
+        self.cluster, self.control = free_port(), free_port()
+        self.service = frida.PortalService(
+            frida.EndpointParameters(address="127.0.0.1", port=self.cluster),
+            frida.EndpointParameters(address="127.0.0.1", port=self.control))
+        self.service.start()
+        self.running = True
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.service.stop()
+
+
 @pytest.fixture
 def portal():
-    """A real remote device on loopback: a PortalService that local processes join."""
-    cluster, control = free_port(), free_port()
-    service = frida.PortalService(frida.EndpointParameters(address="127.0.0.1", port=cluster),
-                                  frida.EndpointParameters(address="127.0.0.1", port=control))
-    service.start()
+    p = Portal()
     try:
-        yield cluster, control
+        yield p
     finally:
-        service.stop()
+        p.stop()
 
 
 def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
-    cluster, control = portal
+    cluster, control = portal.cluster, portal.control
     n = 5000
     gate, exit_gate = tmp_path / "gate", tmp_path / "exit-gate"
     target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate), str(exit_gate)],
@@ -116,3 +129,27 @@ def test_device_option_errors(tmp_path, args, needle):
     out = run_ada("trace", "-o", tmp_path, "-p", "1", "-i", "f", *args, timeout=60)
     assert out.returncode != 0 and needle in out.stderr, out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bin, portal):
+    cluster, control = portal.cluster, portal.control
+    target = subprocess.Popen([target_bin("ticker")], stdout=subprocess.DEVNULL)
+    joiner = frida.get_local_device().attach(target.pid)
+    joiner.join_portal(f"127.0.0.1:{cluster}")
+    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", tmp_path,
+                            "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
+                            "-i", "ticker!work"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        wait_for_index_events(tmp_path, 20000)
+        portal.stop()  # the remote device goes away under ada
+        stdout, stderr = ada.communicate(timeout=60)
+    finally:
+        for p in (ada, target):
+            if p.poll() is None:
+                p.kill()
+    assert ada.returncode == 1 and "ended early" in stderr and stderr.count("\n") == 1, stderr
+    s = atf.open_session(stdout.strip().splitlines()[-1])
+    assert s.manifest["end"]["clean"] is False
+    assert len(s.threads[0].index) >= 20000
+    assert_verify_clean(s.path)

@@ -129,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
         status.warn(w)
     if recorder.crash:
         status.warn(f"target crashed: {recorder.crash}")
-    if result.end_reason.startswith("error"):
+    if result.end_reason.startswith(("error", "connection-lost", "detached")):
         print(result.path, flush=True)
-        raise CliError(f"recording stopped by an {result.end_reason}; "
-                       f"what was recorded is in {result.path}")
+        raise CliError(f"recording ended early ({result.end_reason}); what was recorded is "
+                       f"finalized in {result.path}")
     print(result.path, flush=True)
     return 0
 
