@@ -293,9 +293,29 @@ class AdaAgent {
     return this.functions;
   }
 
+  /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_hooks.c: same hash). */
+  _functionTable() {
+    let slots = 1024;
+    while (slots < this.functions.length * 2)
+      slots *= 2;
+    const mask = slots - 1;
+    const table = Memory.alloc(slots * 16);
+    for (const f of this.functions) {
+      const a = ptr(f.address);
+      let i = a.shr(4).xor(a.shr(17)).and(mask).toUInt32();
+      while (!table.add(i * 16).readPointer().isNull())
+        i = (i + 1) & mask;
+      table.add(i * 16).writePointer(a);
+      table.add(i * 16 + 8).writeU64(uint64(f.functionId));
+    }
+    this.keepAlive.push(table);
+    new NativeFunction(this.cm.ada_set_functions, 'void', ['pointer', 'uint64'])(table, uint64(mask));
+  }
+
   hook() {
     const failures = [];
     let hooked = 0;
+    this._functionTable();
     const callbacks = { onEnter: this.cm.ada_on_enter, onLeave: this.cm.ada_on_leave };
     for (const f of this.functions) {
       try {

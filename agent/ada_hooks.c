@@ -146,6 +146,13 @@ typedef struct
   guint64 shadow_ret[ADA_SHADOW_MAX]; /* its return address (detail lane only) */
 } ThreadState;
 
+/* Frida's listener function data is several calls away; ic->function is a field. */
+typedef struct
+{
+  guint64 address;
+  guint64 function_id;
+} FunctionSlot;
+
 typedef struct
 {
   gsize tls_key;
@@ -164,6 +171,8 @@ typedef struct
   guint32 pid;
   guint32 reserved;
   TriggerEntry * triggers;
+  FunctionSlot * functions;   /* open addressing: hooked address -> function_id */
+  guint64 functions_mask;
 } AdaState;
 
 extern AdaState ada_state;
@@ -346,6 +355,14 @@ ada_init (guint32 pid)
   s->overflow.overflowed = 1;
 }
 
+/* The agent's table of hooked functions (see ADA_FUNCTION_ID); mask = slots - 1. */
+void
+ada_set_functions (FunctionSlot * table, guint64 mask)
+{
+  ada_state.functions = table;
+  ada_state.functions_mask = mask;
+}
+
 /* RPC transport: the host is alive (written on each pull, as the local drain does). */
 void
 ada_heartbeat (void)
@@ -412,6 +429,19 @@ ada_register_thread (void)
     t = gum_tls_key_get_value (ada_state.tls_key); \
     if (t == NULL) \
       t = ada_register_thread (); \
+  } while (0)
+
+#define ADA_FUNCTION_SLOT(address) ((((address) >> 4) ^ ((address) >> 17)) & ada_state.functions_mask)
+
+/* function_id of the hooked function: the table, else (never expected) Frida's data. */
+#define ADA_FUNCTION_ID(ic, fid) \
+  do { \
+    guint64 a_ = (guint64) (gsize) (ic)->function; \
+    guint64 i_ = ADA_FUNCTION_SLOT (a_); \
+    while (ada_state.functions[i_].address != a_ && ada_state.functions[i_].address != 0) \
+      i_ = (i_ + 1) & ada_state.functions_mask; \
+    fid = ada_state.functions[i_].address == a_ ? ada_state.functions[i_].function_id \
+        : (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize); \
   } while (0)
 
 /* Timestamp and thread state; a thread past --max-threads is only counted (and returns). */
@@ -586,9 +616,11 @@ ada_on_enter (GumInvocationContext * ic)
   guint64 now;
   ThreadState * t;
   guint64 sp = ADA_SP (ic);
+  guint64 fid;
   guint32 depth;
 
   ADA_BEGIN (now, t);
+  ADA_FUNCTION_ID (ic, fid);
   /* Frames at or below this sp have been left without a return (longjmp,
    * exception unwinding, a tail call): they are not open any more. */
   if (t->depth_extra == 0)
@@ -601,7 +633,7 @@ ada_on_enter (GumInvocationContext * ic)
       t->shadow_sp[t->shadow_len++] = sp;
     else
       t->depth_extra++;
-    ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL, depth,
+    ADA_EMIT (t, now, fid, ADA_EVENT_CALL, depth,
         ADA_NO_DETAIL);
   }
   else
@@ -616,7 +648,7 @@ ada_on_enter (GumInvocationContext * ic)
     {
       t->depth_extra++;
     }
-    ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_CALL,
+    ada_emit_with_detail (t, ic, now, fid, ADA_EVENT_CALL,
         depth, ret);
   }
 }
@@ -628,9 +660,11 @@ ada_on_leave (GumInvocationContext * ic)
   ThreadState * t;
   guint64 sp = ADA_SP (ic);
   guint64 ret = 0;
+  guint64 fid;
   guint32 depth;
 
   ADA_BEGIN (now, t);
+  ADA_FUNCTION_ID (ic, fid);
   /* sp on leave is the sp its CALL saw. Deeper entries were left without a
    * return; the matching entry gives the CALL's depth, which a RETURN carries. */
   if (t->depth_extra > 0)
@@ -651,14 +685,14 @@ ada_on_leave (GumInvocationContext * ic)
   }
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
-    ADA_EMIT (t, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize), ADA_EVENT_RETURN, depth,
+    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, depth,
         ADA_NO_DETAIL);
   }
   else
   {
     if (ret == 0)  /* no matching entry (deep recursion, tail call): ask Frida */
       ret = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
-    ada_emit_with_detail (t, ic, now, (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize),
+    ada_emit_with_detail (t, ic, now, fid,
         ADA_EVENT_RETURN, depth, ret);
   }
 }
