@@ -153,3 +153,18 @@ def test_detail_options_are_checked(tmp_path):
                          (["--stack-bytes", "300"], "expected 0..256")):
         out = run_ada("trace", "-p", "1", "-i", "f", *args)
         assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin):
+    """A 1 MB pre-roll buffer cannot hold 300 ms of fast calls: the window says what it lost."""
+    out = run_ada("trace", "-o", tmp_path / "traces", "-f", target_bin("exact_calls"), "3000000",
+                  "-i", "exact_calls!work", "--pre-roll-ms", "300", "--post-roll-ms", "5",
+                  "--trigger-at-ms", "350", "--pre-roll-buffer-mb", "1", timeout=180)
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(out.stdout.strip().splitlines()[-1])
+    (w,) = s.manifest["windows"]
+    assert w["truncated"] and 0 < w["truncated_ns"] <= w["end_ns"] - w["start_ns"] + 1
+    assert s.manifest["detail"]["evicted_by_cap"] > 0
+    assert s.manifest["detail"]["truncated_ns"] == w["truncated_ns"]
+    assert "cut short by" in out.stderr  # the status line's summary says it too
+    assert_verify_clean(s.path)
