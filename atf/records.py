@@ -35,6 +35,9 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
     """
     limit = min(limit, len(buf))
     header_dtype = F.detail_event_header_dtype(revision)
+    uniform = _uniform_walk(buf, start, limit, header_dtype, max_count)
+    if uniform is not None:
+        return uniform
     pieces: list[np.ndarray] = []
     lengths_seen: set[int] = set()
     found = 0
@@ -74,6 +77,28 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
             offsets = offsets[:bad]
     problem_offset = pos if problem is not None else None
     return Walk(offsets, pos, problem, problem_offset, stride)
+
+
+def _uniform_walk(buf: np.ndarray, start: int, limit: int, header_dtype: np.dtype,
+                  max_count: int | None) -> Walk | None:
+    """The common case in one vectorized check: records of one length filling the range."""
+    size = limit - start
+    if size < F.DETAIL_EVENT_HEADER_SIZE:
+        return None
+    length = int(buf[start:start + 4].view("<u4")[0])
+    if length < F.DETAIL_EVENT_HEADER_SIZE or size % length:
+        return None
+    n = size // length
+    if max_count is not None and n > max_count:
+        return None
+    lengths = np.ndarray((n,), dtype="<u4", buffer=buf, offset=start, strides=(length,))
+    if not bool(np.all(lengths == length)):
+        return None
+    offsets = start + length * np.arange(n, dtype=np.int64)
+    bad, problem = _first_malformed(buf, offsets, header_dtype, length)
+    if bad is not None:
+        return None  # let the general walk find and report it
+    return Walk(offsets, limit, None, None, length)
 
 
 def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtype,

@@ -168,3 +168,14 @@ def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin):
     assert s.manifest["detail"]["truncated_ns"] == w["truncated_ns"]
     assert "cut short by" in out.stderr  # the status line's summary says it too
     assert_verify_clean(s.path)
+
+
+def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin):
+    """252-byte records in a 4 KiB ring wrap and straddle its end all the time."""
+    n = 20000
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+                 "--detail", "--detail-ring-kb", "4")
+    t = s.threads[0]
+    assert len(t.index) == len(t.detail) == 2 * n
+    assert [t.detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
+    assert_verify_clean(s.path)

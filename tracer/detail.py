@@ -41,8 +41,12 @@ class AlwaysDetail:
             if walk.problem is not None:
                 raise RuntimeError(f"malformed detail records from thread slot {slot}: "
                                    f"{walk.problem}")
-            seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
-            ready = int(np.searchsorted(seqs, writer.index_count, "left"))
+            last = int(gather(data, walk.offsets[-1:], 8, "<u4")[0])
+            if last < writer.index_count:  # the usual case: every index event is written
+                ready = len(walk.offsets)
+            else:
+                seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
+                ready = int(np.searchsorted(seqs, writer.index_count, "left"))
             if ready == len(walk.offsets):
                 writer.append_detail(data, walk)
                 self.persisted += ready

@@ -115,7 +115,8 @@ class Drain(threading.Thread):
         for slot in range(len(self.writers)):
             head, tail = rings.detail_head(slot), self.detail_tails[slot]
             if head != tail:
-                self.detail.feed(slot, rings.detail_bytes(slot, tail, head))
+                for piece in rings.detail_pieces(slot, tail, head):
+                    self.detail.feed(slot, piece)
                 fed.append((slot, head, head - tail))
             self.stats.detail_drops[slot] = rings.detail_drops(slot)
         if self.on_trigger is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from atf import format as F
+from atf.records import walk_records
 
 HEADER_SIZE = 4096
 SLOT_SIZE = 256
@@ -191,16 +192,30 @@ class RingReader:
     def detail_drops(self, slot: int) -> int:
         return self._slot(slot, S_DETAIL_DROPS)
 
-    def detail_bytes(self, slot: int, start: int, end: int) -> np.ndarray:
-        """Detail ring bytes [start, end) as one array: a view of the ring when they do not wrap
-        (valid until the tail passes them), else a new array."""
+    def detail_pieces(self, slot: int, start: int, end: int) -> list[np.ndarray]:
+        """Detail ring bytes [start, end) as back-to-back runs of whole records.
+
+        Views of the ring (valid until the tail passes them), except the one record that
+        straddles the end of the ring when they wrap: only that record is copied.
+        """
         cap = self.g.detail_capacity
         base = self.g.detail_rings_offset + slot * cap
         a, n = start % cap, end - start
         if a + n <= cap:
-            return self.buf[base + a:base + a + n]
-        first = cap - a
-        return np.concatenate((self.buf[base + a:base + cap], self.buf[base:base + n - first]))
+            return [self.buf[base + a:base + a + n]]
+        first = self.buf[base + a:base + cap]
+        second = self.buf[base:base + n - (cap - a)]
+        cut = walk_records(first, 0, len(first)).end
+        if cut == len(first):
+            return [first, second]
+        head = np.concatenate((first[cut:], second[:F.DETAIL_EVENT_HEADER_SIZE]))
+        length = int(head[:4].view("<u4")[0])
+        rest = length - (len(first) - cut)
+        if not 0 < rest <= len(second):
+            raise RuntimeError(f"detail ring of slot {slot}: a record of {length} bytes does "
+                               "not fit where it wraps")
+        straddling = np.concatenate((first[cut:], second[:rest]))
+        return [p for p in (first[:cut], straddling, second[rest:]) if len(p)]
 
     def set_detail_tail(self, slot: int, tail: int) -> None:
         self._u64[(HEADER_SIZE + slot * SLOT_SIZE + S_DETAIL_TAIL) // 8] = tail
