@@ -1,5 +1,7 @@
 """The detail lane and the flight recorder, end to end on real programs."""
 
+import os
+import pty
 import signal
 import subprocess
 import sys
@@ -178,4 +180,31 @@ def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin):
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n
     assert [t.detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
+    assert_verify_clean(s.path)
+
+
+def test_enter_at_the_terminal_is_a_trigger(tmp_path, target_bin):
+    """ada's stdin is a terminal (a pseudo-terminal here): each Enter is a trigger."""
+    master, slave = pty.openpty()
+    out_dir = tmp_path / "traces"
+    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", out_dir, "-f",
+                            target_bin("steady"), "3000", "-i", "steady!tick",
+                            "--pre-roll-ms", "50", "--post-roll-ms", "50"],
+                           stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT)
+    os.close(slave)
+    try:
+        wait_for_index_events(out_dir, 1000)
+        os.write(master, b"\n")
+        stdout, stderr = ada.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if ada.poll() is None:
+            ada.kill()
+    assert ada.returncode == 0, stderr
+    assert "press Enter to trigger" in stderr
+    s = atf.open_session(stdout.strip().splitlines()[-1])
+    assert [t["kind"] for t in s.manifest["triggers"]] == ["key"]
+    start, end = window_of(s.manifest)
+    assert assert_window_contents(s, [(start, end)]) > 20
     assert_verify_clean(s.path)

@@ -55,6 +55,9 @@ class Portal:
         self.service = frida.PortalService(
             frida.EndpointParameters(address="127.0.0.1", port=self.cluster),
             frida.EndpointParameters(address="127.0.0.1", port=self.control))
+        self.controllers: list[int] = []
+        self.service.on("controller-connected",
+                        lambda connection_id, address: self.controllers.append(connection_id))
         self.service.start()
         self.running = True
 
@@ -142,8 +145,10 @@ def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bi
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         wait_for_index_events(tmp_path, 20000)
-        portal.stop()  # the remote device goes away under ada
+        for connection in portal.controllers:  # cut ada's link; the target keeps running
+            portal.service.kick(connection)
         stdout, stderr = ada.communicate(timeout=60)
+        assert target.poll() is None
     finally:
         for p in (ada, target):
             if p.poll() is None:
