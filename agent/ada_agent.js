@@ -189,7 +189,7 @@ class AdaAgent {
    */
   resolve(selection) {
     this.selected = this._select(selection);
-    return { functions: this._assignIds(), warnings: [] };
+    return { functions: this._assignIds() };
   }
 
   /* --trigger patterns use the same spelling; their calls go to ada_on_trigger. */

@@ -23,15 +23,15 @@ import frida
 from atf import format as F
 from atf.writer import SessionWriter
 
+from .detail import AlwaysDetail
 from .devices import Target, find_app_pid
 from .drain import Drain
 from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
-from .manifest import build_manifest
-from .detail import AlwaysDetail
 from .flight import FlightRecorder
-from .transport import RpcMirror
+from .manifest import build_manifest
 from .rings import (DETAIL_ALWAYS, DETAIL_OFF, DETAIL_WINDOW, POLICY_DROP, POLICY_WAIT,
                     RegionGeometry, RingReader, SharedRegion, check_layout, clock_ns)
+from .transport import RpcMirror
 
 DETAIL_MODES = {"off": DETAIL_OFF, "always": DETAIL_ALWAYS, "window": DETAIL_WINDOW}
 
@@ -159,8 +159,8 @@ class Recorder:
         except FRIDA_ERRORS as e:
             self._abandon()
             raise TracerError(self._explain(e)) from None
-        except TracerError:
-            self._abandon()
+        except (TracerError, KeyboardInterrupt):
+            self._abandon()  # Ctrl-C while attaching leaves no suspended target behind
             raise
 
     def _attach(self) -> None:
@@ -203,10 +203,7 @@ class Recorder:
         api = self.script.exports_sync
         self.agent_info = api.init(config)
         check_layout(self.agent_info["layout"])
-        resolved = api.resolve(o.selection)
-        self.functions = resolved["functions"]
-        for w in resolved.get("warnings", []):
-            self.warn(w)
+        self.functions = api.resolve(o.selection)["functions"]
         if not self.functions:
             raise TracerError("no function matched the selection "
                               f"({_describe_selection(o.selection)})")
