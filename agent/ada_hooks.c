@@ -144,6 +144,7 @@ typedef struct
   guint64 stack_hi;
   guint64 shadow_sp[ADA_SHADOW_MAX]; /* sp at entry of each open call, outermost first */
   guint64 shadow_ret[ADA_SHADOW_MAX]; /* its return address (detail lane only) */
+  guint64 shadow_fid[ADA_SHADOW_MAX]; /* its function_id (a matched RETURN needs no lookup) */
 } ThreadState;
 
 /* Frida's listener function data is several calls away; ic->function is a field. */
@@ -637,9 +638,14 @@ ada_on_enter (GumInvocationContext * ic)
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
     if (t->shadow_len < ADA_SHADOW_MAX)
+    {
+      t->shadow_fid[t->shadow_len] = fid;
       t->shadow_sp[t->shadow_len++] = sp;
+    }
     else
+    {
       t->depth_extra++;
+    }
     ADA_EMIT (t, now, fid, ADA_EVENT_CALL, depth,
         ADA_NO_DETAIL);
   }
@@ -649,6 +655,7 @@ ada_on_enter (GumInvocationContext * ic)
     if (t->shadow_len < ADA_SHADOW_MAX)
     {
       t->shadow_ret[t->shadow_len] = ret;
+      t->shadow_fid[t->shadow_len] = fid;
       t->shadow_sp[t->shadow_len++] = sp;
     }
     else
@@ -671,7 +678,7 @@ ada_on_leave (GumInvocationContext * ic)
   guint32 depth;
 
   ADA_BEGIN (now, t);
-  ADA_FUNCTION_ID (ic, fid);
+  fid = 0;
   /* sp on leave is the sp its CALL saw. Deeper entries were left without a
    * return; the matching entry gives the CALL's depth, which a RETURN carries. */
   if (t->depth_extra > 0)
@@ -687,9 +694,12 @@ ada_on_leave (GumInvocationContext * ic)
     {
       t->shadow_len--;
       ret = t->shadow_ret[t->shadow_len];
+      fid = t->shadow_fid[t->shadow_len];
     }
     depth = t->shadow_len;
   }
+  if (fid == 0)  /* no matching CALL entry (deep recursion, a tail call): look it up */
+    ADA_FUNCTION_ID (ic, fid);
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
     ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, depth,
