@@ -82,6 +82,9 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
     gate, exit_gate = tmp_path / "gate", tmp_path / "exit-gate"
     target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate), str(exit_gate)],
                               stdout=subprocess.PIPE, text=True)
+    # Attach only once the target is running main(): injecting into a process still starting
+    # up can abort it.
+    assert target.stdout.readline().startswith("waiting for")
     local = frida.get_local_device()
     joiner = local.attach(target.pid)
     joiner.join_portal(f"127.0.0.1:{cluster}")
@@ -136,14 +139,16 @@ def test_device_option_errors(tmp_path, args, needle):
 
 def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bin, portal):
     cluster, control = portal.cluster, portal.control
-    target = subprocess.Popen([target_bin("ticker")], stdout=subprocess.DEVNULL)
-    joiner = frida.get_local_device().attach(target.pid)
-    joiner.join_portal(f"127.0.0.1:{cluster}")
-    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", tmp_path,
-                            "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
-                            "-i", "ticker!work"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    target = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
+    ada = None
     try:
+        assert target.stdout.readline().startswith("tick")  # running main() (see above)
+        joiner = frida.get_local_device().attach(target.pid)
+        joiner.join_portal(f"127.0.0.1:{cluster}")
+        ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", tmp_path,
+                                "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
+                                "-i", "ticker!work"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         wait_for_index_events(tmp_path, 20000)
         for connection in portal.controllers:  # cut ada's link; the target keeps running
             portal.service.kick(connection)
@@ -151,7 +156,7 @@ def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bi
         assert target.poll() is None
     finally:
         for p in (ada, target):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 p.kill()
     assert ada.returncode == 1 and "ended early" in stderr and stderr.count("\n") == 1, stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])

@@ -171,8 +171,10 @@ def test_no_matching_function_exits_1_and_kills_the_spawned_target(tmp_path, tar
     exe = target_bin("ticker")
     out = run_ada("trace", "-o", tmp_path, "-f", exe, "-i", "ticker!no_such_fn*")
     assert out.returncode == 1 and "no function matched" in out.stderr
-    leftover = subprocess.run(["pgrep", "-f", str(exe)], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    leftover = subprocess.run(["pgrep", "-x", exe.name], capture_output=True, text=True)
+    alive = [pid for pid in leftover.stdout.split()
+             if Path(f"/proc/{pid}/exe").resolve() == exe.resolve()]
+    assert alive == [], "the spawned target was left running"
 
 
 def test_usage_errors(tmp_path):
