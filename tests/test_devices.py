@@ -163,3 +163,8 @@ def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bi
     assert s.manifest["end"]["clean"] is False
     assert len(s.threads[0].index) >= 20000
     assert_verify_clean(s.path)
+
+
+def test_device_option_is_parsed_and_applied(tmp_path):
+    out = run_ada("trace", "-o", tmp_path, "-p", "1", "-i", "f", "--device-option", "nonsense")
+    assert out.returncode == 1 and "--device-option" in out.stderr and "expected name=" in out.stderr

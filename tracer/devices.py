@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 
 import frida
-from frida_tools.application import ConsoleApplication, find_device
+from frida_tools.application import ConsoleApplication, find_device, parse_typed_option
 
 from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
 
@@ -104,7 +104,32 @@ def check_device_arguments(parser: argparse.ArgumentParser, args: argparse.Names
 
 
 def open_device(args: argparse.Namespace) -> frida.core.Device:
-    """The device the options name (the local one by default)."""
+    """The device the options name (the local one by default), with --device-option applied."""
+    device = _find_device(args)
+    try:
+        for text in args.device_options:
+            name, value = parse_typed_option(text)
+            device.override_option(name, value)
+    except ValueError as e:
+        raise TracerError(f"--device-option: {e}") from None
+    except FRIDA_ERRORS as e:
+        raise TracerError(f"--device-option: {describe_frida_error(e)}") from None
+    return device
+
+
+def setup_peer_connection(session: frida.core.Session, args: argparse.Namespace) -> None:
+    """--p2p (with --stun-server and --relay), as frida-tools sets it up after attaching."""
+    if getattr(args, "session_transport", None) != "p2p":
+        return
+    options = {}
+    if args.stun_server is not None:
+        options["stun_server"] = args.stun_server
+    if args.relays is not None:
+        options["relays"] = args.relays
+    session.setup_peer_connection(**options)
+
+
+def _find_device(args: argparse.Namespace) -> frida.core.Device:
     try:
         if args.device_id is not None:
             try:

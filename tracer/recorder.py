@@ -91,8 +91,10 @@ class Recorder:
 
     def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
                  warn: Callable[[str], None] = lambda m: None,
-                 info: Callable[[str], None] = lambda m: None) -> None:
+                 info: Callable[[str], None] = lambda m: None,
+                 on_session: Callable[[frida.core.Session], None] = lambda s: None) -> None:
         self.device = device
+        self.on_session = on_session  # e.g. --p2p setup, once attached
         self.target = target
         self.options = options
         self.warn = warn
@@ -177,6 +179,7 @@ class Recorder:
             self.pid = self.device.get_process(str(value)).pid
         self.session = self.device.attach(self.pid)
         self.session.on("detached", self._on_detached)
+        self.on_session(self.session)
 
     def _load_agent(self) -> None:
         js, c_source = agent_sources()

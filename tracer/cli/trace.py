@@ -10,7 +10,7 @@ from pathlib import Path
 from types import FrameType
 
 from ..devices import (add_device_arguments, add_target_arguments, check_device_arguments,
-                       open_device, target_from_args)
+                       open_device, setup_peer_connection, target_from_args)
 from ..recorder import Progress, Recorder, TraceOptions
 from ..selection import SelectionAction, add_selection_arguments
 from .common import CliError, number
@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
                            transport=args.transport)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
-    recorder = Recorder(device, target, options, warn=status.warn, info=status.info)
+    recorder = Recorder(device, target, options, warn=status.warn, info=status.info,
+                        on_session=lambda session: setup_peer_connection(session, args))
     recorder.prepare()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
