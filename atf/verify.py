@@ -90,7 +90,8 @@ def verify(path: str | os.PathLike) -> VerifyReport:
 
 def _verify_file(path: Path, report: VerifyReport) -> None:
     try:
-        magic = path.open("rb").read(4)
+        with path.open("rb") as f:
+            magic = f.read(4)
     except OSError as e:
         report.add(path, None, f"cannot read: {e.strerror}")
         return

@@ -181,26 +181,11 @@ class ThreadWriter:
         Link before appending the detail event: a kill in between then leaves a
         link past the end of a recovered detail lane, which readers expect.
         """
-        self._check_open()
-        self._detail_lane()
-        if not 0 <= index_seq < self.index_count:
-            raise WriterError(f"index_seq {index_seq} not written yet "
-                              f"({self.index_count} events)", self._index.path)
-        value = int(detail_seq).to_bytes(4, "little")
-        in_file = self._index.count
-        if index_seq >= in_file:
-            pos = (index_seq - in_file) * F.INDEX_EVENT_SIZE + 28
-            self._pending[pos:pos + 4] = value
-            return
-        try:
-            os.pwrite(self._index.fd, value,
-                      F.HEADER_SIZE + index_seq * F.INDEX_EVENT_SIZE + 28)
-        except OSError as e:
-            raise WriterError(f"cannot patch detail_seq: {e.strerror}", self._index.path) from e
-        self._index.crc_stale = True
+        self.set_detail_seqs(np.array([index_seq]), np.array([detail_seq]))
 
     def set_detail_seqs(self, index_seqs: np.ndarray, detail_seqs: np.ndarray) -> None:
-        """set_detail_seq for many events, patching each block of the file in one write."""
+        """set_detail_seq for many events (in increasing index_seq order), patching each block
+        of the file in one write."""
         self._check_open()
         index_seqs = np.asarray(index_seqs, dtype=np.int64)
         detail_seqs = np.asarray(detail_seqs, dtype=np.uint32)
