@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -165,6 +166,44 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path, args, message):
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def _start_ready(argv: list, **kw) -> subprocess.Popen:
+    """A target that has printed its first line (attaching earlier can abort it)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, **kw)
+    assert p.stdout.readline() != ""
+    return p
+
+
+def test_target_exiting_during_attach_is_one_line_and_exit_1(target_bin):
+    target = _start_ready([target_bin("exits_on_attach")])
+    try:
+        out = run_ada("trace", "-p", target.pid, "-i", "exits_on_attach!work")
+        assert target.wait(timeout=30) == 0
+    finally:
+        target.kill()
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"the target (pid {target.pid}) exited during attach" in out.stderr
+
+
+def test_permission_denied_is_one_line_and_exit_1(tmp_path):
+    """Without CAP_SYS_PTRACE, root may not attach to another user's process."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.fail("this test needs root and setpriv (util-linux) to drop CAP_SYS_PTRACE")
+    target = _start_ready(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           "sh", "-c", "echo ready; exec sleep 60"])
+    try:
+        out = subprocess.run(["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace",
+                              os.sys.executable, "-m", "tracer", "trace", "-p", str(target.pid),
+                              "-i", "nanosleep", "-o", tmp_path],
+                             capture_output=True, text=True, timeout=120,
+                             cwd=Path(__file__).resolve().parents[1])
+        assert target.poll() is None, "the target must survive a refused attach"
+    finally:
+        target.kill()
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"permission denied attaching to pid {target.pid}" in out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_no_matching_function_exits_1_and_kills_the_spawned_target(tmp_path, target_bin):

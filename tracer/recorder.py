@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -346,6 +347,27 @@ class Recorder:
         if self.region is not None:
             self.region.close()
 
+    def _target_alive(self) -> bool:
+        """Is the target still a live process? (False for a zombie: it has exited.)"""
+        if self.device.type == "local" and sys.platform.startswith("linux"):
+            try:
+                with open(f"/proc/{self.pid}/stat", "rb") as f:
+                    return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+            except (OSError, IndexError):
+                return False
+        if self.device.type == "local":
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except OSError:
+                pass
+            return True
+        try:
+            return any(p.pid == self.pid for p in self.device.enumerate_processes())
+        except FRIDA_ERRORS:
+            return True  # cannot tell: keep frida's own words
+
     def _explain(self, e: BaseException) -> str:
         text = describe_frida_error(e)
         local = self.device.type == "local"
@@ -360,8 +382,8 @@ class Recorder:
             return f"cannot spawn {self.target.describe()}: {text}"
         if isinstance(e, frida.PermissionDeniedError):
             return f"permission denied attaching to {self.target.describe()}: {text}"
-        if isinstance(e, (frida.InvalidOperationError, frida.TransportError)) and self._detached:
-            return f"the target exited during attach ({text})"
+        if self._detached or (self.pid is not None and not self._target_alive()):
+            return f"the target ({self.target.describe()}) exited during attach ({text})"
         return f"cannot trace {self.target.describe()}: {text}"
 
 
