@@ -14,7 +14,9 @@ const PROT_READ_WRITE = 3;
 const MAP_SHARED = 1;
 const CLOCK_BOOTTIME = 7;
 const AGENT_STATE_BYTES = 64 * 1024;
-const LAYOUT_WORDS = 16;
+const LAYOUT_WORDS = 17;
+const CLOCK_CALIBRATION_MS = 20;  /* between the start-up pair and the first latest pair */
+const CLOCK_PAIR_INTERVAL_MS = 100;
 const REGION_HEADER_PAGE = 4096;
 const SLOT_BYTES = 256;
 const PULL_MAGIC = 0x50414441;  /* "ADAP" */
@@ -22,7 +24,7 @@ const PULL_PREFIX = 16;
 const SEGMENT_BYTES = 32;
 
 /* Every platform difference of the hot path is decided here. */
-function platformConfig() {
+function platformConfig(clockSource) {
   const arch = Process.arch;
   if (arch !== 'x64' && arch !== 'arm64')
     throw new Error(`unsupported architecture ${arch}: ada supports x86_64 and arm64`);
@@ -47,6 +49,8 @@ function platformConfig() {
     anonMapFlags = 0x0002 | 0x1000;  /* MAP_PRIVATE | MAP_ANON */
   } else if (Process.platform === 'linux') {
     defines.push(`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`);
+    if (arch === 'x64' && clockSource !== 'os' && kernelClocksource() === 'tsc')
+      defines.push('#define ADA_CLOCK_TSC 1');
     defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
     defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
     defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
@@ -60,6 +64,20 @@ function platformConfig() {
     throw new Error(`unsupported platform ${Process.platform}`);
   }
   return { arch, defines, symbols, clockType, anonMapFlags };
+}
+
+/*
+ * The kernel's own clocksource. Only when it is the TSC does the kernel vouch
+ * that the counter is invariant and in step across CPUs, and CLOCK_BOOTTIME is
+ * then a linear function of it between NTP adjustments, which the host's
+ * conversion follows (tracer/clock.py).
+ */
+function kernelClocksource() {
+  try {
+    return File.readAllText('/sys/devices/system/clocksource/clocksource0/current_clocksource').trim();
+  } catch (e) {
+    return null;
+  }
 }
 
 /* Calling the vDSO directly keeps a traced libc clock_gettime out of the hot path. */
@@ -99,11 +117,12 @@ class AdaAgent {
     this.hooked = false;
     this.config = null;
     this.stage = null;       /* RPC transport: staging buffer for pull() */
+    this.clockTimer = null;  /* refreshes the clock pair while timestamps are raw ticks */
     this.tails = [];         /* RPC transport: [index, detail] cursor the host has consumed */
   }
 
   init(config) {
-    const plat = platformConfig();
+    const plat = platformConfig(config.clockSource);
     this.region = config.shmPath !== null ? this._mapShared(config.shmPath, config.regionSize)
                                           : this._mapPrivate(config.regionSize, plat.anonMapFlags);
     this.regionSize = config.regionSize;
@@ -128,15 +147,29 @@ class AdaAgent {
     state.add(Process.pointerSize * 4).writePointer(threads);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
     this.keepAlive.push(state, layout, threads, symbols);
+    const ticks = this.region.add(132).readU32() === 1;
+    if (ticks)
+      this._startClockPairs();
     return {
       pid: Process.id,
       arch: plat.arch,
       platform: Process.platform,
       pointerSize: Process.pointerSize,
       clockType: plat.clockType,
+      clockSource: ticks ? 'tsc' : 'os',
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },
       layout: words,
     };
+  }
+
+  /* Raw-tick timestamps: the pairs the host converts them with (ada_clock_pair). */
+  _startClockPairs() {
+    const pair = new NativeFunction(this.cm.ada_clock_pair, 'void', ['uint32']);
+    pair(1);
+    Thread.sleep(CLOCK_CALIBRATION_MS / 1000);
+    pair(0);
+    this.clockTimer = setInterval(() => pair(0), CLOCK_PAIR_INTERVAL_MS);
+    this.keepAlive.push(pair);
   }
 
   _mapShared(path, size) {
@@ -448,6 +481,10 @@ class AdaAgent {
   }
 
   stop() {
+    if (this.clockTimer !== null) {
+      clearInterval(this.clockTimer);
+      this.clockTimer = null;
+    }
     if (this.hooked) {
       Interceptor.detachAll();
       Interceptor.flush();

@@ -21,7 +21,7 @@
  * Shared region layout (all little-endian; mirrored in tracer/rings.py, which
  * checks the offsets reported by ada_layout() at start-up):
  *
- *   0                     RegionHeader (128 bytes; the rest of the page is free)
+ *   0                     RegionHeader (168 bytes; the rest of the page is free)
  *   1024                  TriggerEntry[ADA_TRIGGER_SLOTS] (32 bytes each)
  *   4096                  SlotControl[max_threads] (256 bytes each)
  *   index_rings_offset    max_threads x index_capacity x 32-byte events
@@ -88,6 +88,12 @@ typedef struct
   guint32 reserved0;
   guint64 trigger_gap_ns;
   guint64 last_trigger_ns;
+  guint32 clock_seq;          /* odd while ada_clock_pair rewrites the pair below */
+  guint32 clock_ticks;        /* 1: timestamps in the rings are raw ticks (ADA_CLOCK_TSC) */
+  guint64 clock_base_ticks;   /* first (ticks, ns) pair, taken at start-up */
+  guint64 clock_base_ns;
+  guint64 clock_pair_ticks;   /* latest pair, refreshed by the agent several times a second */
+  guint64 clock_pair_ns;
 } RegionHeader;
 
 typedef struct
@@ -205,6 +211,23 @@ ada_now (void)
   } while (0)
 #endif
 
+/*
+ * x86_64 where the OS clock itself runs on the time-stamp counter: the hot
+ * path stores raw TSC ticks (one instruction instead of a vDSO call) and the
+ * host converts them to the recording clock's ns as it drains, from the
+ * (ticks, ns) pairs ada_clock_pair publishes. ada_now () stays the OS clock.
+ */
+#if defined (ADA_CLOCK_TSC) && defined (HAVE_I386)
+# undef ADA_NOW
+# define ADA_NOW(v) \
+  do { \
+    guint32 lo_, hi_; \
+    __asm__ volatile ("rdtsc" : "=a" (lo_), "=d" (hi_)); \
+    (v) = ((guint64) hi_ << 32) | lo_; \
+  } while (0)
+# define ADA_TICKS 1
+#endif
+
 #ifdef ADA_TID_SYSCALL
 extern glong syscall (glong number, ...);
 static guint32
@@ -236,6 +259,7 @@ ada_load_acquire (volatile guint64 * p)
   return v;
 }
 #else
+# define ADA_COMPILER_BARRIER() g_atomic_int_get ((volatile gint *) &ada_state.pid)
 # define ADA_SP(ic) ((ic)->cpu_context->sp)
 # define ADA_ENTRY_RETURN_ADDRESS(ic) ((ic)->cpu_context->lr)
 # define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
@@ -361,6 +385,9 @@ ada_init (guint32 pid)
   s->stack_bytes = MIN (h->stack_bytes, ADA_DETAIL_MAX_STACK);
   s->pid = pid;
   s->overflow.overflowed = 1;
+#ifdef ADA_TICKS
+  h->clock_ticks = 1;
+#endif
 }
 
 /* The agent's table of hooked functions (see ADA_FUNCTION_ID); mask = slots - 1. */
@@ -376,6 +403,44 @@ void
 ada_heartbeat (void)
 {
   ada_state.region->heartbeat_ns = ada_now ();
+}
+
+/*
+ * Publish a (ticks, ns) pair of the hot path's clock and the OS clock: the
+ * tightest of a few tries, ns taken midway. as_base: the start-up pair, written
+ * before the host looks; otherwise the latest pair, under clock_seq (odd while
+ * it changes) since the host may read it at any moment.
+ */
+void
+ada_clock_pair (guint32 as_base)
+{
+  RegionHeader * h = ada_state.region;
+  guint64 best = ~0ULL, ticks = 0, ns = 0, before, tick, after;
+  guint i;
+  for (i = 0; i < 5; i++)
+  {
+    before = ada_now ();
+    ADA_NOW (tick);
+    after = ada_now ();
+    if (after - before < best)
+    {
+      best = after - before;
+      ticks = tick;
+      ns = before + (after - before) / 2;
+    }
+  }
+  if (as_base)
+  {
+    h->clock_base_ticks = ticks;
+    h->clock_base_ns = ns;
+    return;
+  }
+  h->clock_seq++;
+  ADA_COMPILER_BARRIER ();
+  h->clock_pair_ticks = ticks;
+  h->clock_pair_ns = ns;
+  ADA_COMPILER_BARRIER ();
+  h->clock_seq++;
 }
 
 /* Offsets of the shared layout, so the host can check it agrees. */
@@ -400,6 +465,7 @@ ada_layout (guint64 * out)
   out[13] = (guint64) (gsize) &c->detail_head;
   out[14] = (guint64) (gsize) &c->detail_tail;
   out[15] = (guint64) (gsize) &h->trigger_gap_ns;
+  out[16] = (guint64) (gsize) &h->clock_seq;
 }
 
 static ThreadState *

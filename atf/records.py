@@ -160,3 +160,23 @@ def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str,
         sel = offsets[lo:lo + step, None] + (field_offset + lanes)
         out[lo:lo + step] = buf[sel].view(dt).reshape(-1)
     return out
+
+
+def scatter(buf: np.ndarray, offsets: np.ndarray, field_offset: int, values: np.ndarray,
+            stride: int = 0) -> None:
+    """gather's inverse: write values[i] (little-endian) at offsets[i] + field_offset."""
+    n = len(offsets)
+    if n == 0:
+        return
+    values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+    size = values.dtype.itemsize
+    if n > 1 and not stride:
+        step = int(offsets[1] - offsets[0])
+        if step > 0 and bool(np.all(np.diff(offsets) == step)):
+            stride = step
+    if stride or n == 1:
+        np.ndarray((n,), dtype=values.dtype, buffer=buf, offset=int(offsets[0]) + field_offset,
+                   strides=(stride or size,))[:] = values
+        return
+    lanes = np.arange(size, dtype=np.int64)
+    buf[offsets[:, None] + (field_offset + lanes)] = values.view(np.uint8).reshape(n, size)

@@ -61,3 +61,22 @@ def test_function_id_packing():
     assert F.function_id(1, 3) == 0x100000003
     assert F.split_function_id(0x200000005) == (2, 5)
     assert struct.pack("<Q", F.function_id(0, 7))[:4] == b"\x07\0\0\0"
+
+
+@pytest.mark.parametrize("offsets", [[5], [0, 40, 80, 120], [3, 50, 61, 200]],
+                         ids=["one", "evenly-spaced", "irregular"])
+def test_scatter_writes_what_gather_reads_and_nothing_else(offsets):
+    from atf.records import gather, scatter
+    rng = np.random.default_rng(7)
+    buf = rng.integers(0, 256, 300, dtype=np.uint8)
+    before = buf.copy()
+    offsets = np.array(offsets, dtype=np.int64)
+    values = rng.integers(0, 2**63, len(offsets), dtype=np.uint64)
+    scatter(buf, offsets, 16, values)
+    assert gather(buf, offsets, 16, "<u8").tolist() == values.tolist()
+    for i, off in enumerate(offsets):
+        assert bytes(buf[off + 16:off + 24]) == struct.pack("<Q", int(values[i]))
+    touched = np.zeros(len(buf), dtype=bool)
+    for off in offsets:
+        touched[off + 16:off + 24] = True
+    assert np.array_equal(buf[~touched], before[~touched])

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from atf import format as F
+from atf.records import gather, scatter, walk_records
 from atf.writer import SessionWriter, ThreadWriter
 
+from .clock import TickClock
 from .rings import RingReader, clock_ns
 
 
@@ -33,6 +36,7 @@ class DetailSink(Protocol):
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
 
 IDLE_SLEEP_S = 0.0005
+DETAIL_TIMESTAMP = F.detail_event_header_dtype(F.REVISION_1).fields["timestamp"][1]
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Drain(threading.Thread):
         super().__init__(name="ada-drain", daemon=True)
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
+        self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
         self.session = session
         self.detail = detail
         self.on_trigger = on_trigger
@@ -84,6 +89,9 @@ class Drain(threading.Thread):
         rings = self.rings
         pulled = self.sync() if self.sync is not None else 0
         rings.heartbeat()
+        if not self._clock_ready():
+            return pulled
+        clock = self.clock
         registered = rings.registered
         while len(self.writers) < registered and rings.active(len(self.writers)):
             slot = len(self.writers)
@@ -98,6 +106,8 @@ class Drain(threading.Thread):
             tail = self.tails[slot]
             if head != tail:
                 for part in rings.events(slot, tail, head):
+                    if clock is not None:
+                        clock.convert(part["timestamp_ns"])
                     writer.append_index(part)
                 self.tails[slot] = head
                 rings.set_tail(slot, head)
@@ -116,6 +126,8 @@ class Drain(threading.Thread):
             head, tail = rings.detail_head(slot), self.detail_tails[slot]
             if head != tail:
                 for piece in rings.detail_pieces(slot, tail, head):
+                    if self.clock is not None:
+                        self._convert_detail(piece)
                     self.detail.feed(slot, piece)
                 fed.append((slot, head, head - tail))
             self.stats.detail_drops[slot] = rings.detail_drops(slot)
@@ -131,6 +143,30 @@ class Drain(threading.Thread):
             rings.set_detail_tail(slot, head)
             self.stats.detail_bytes += size
         return len(fed)
+
+    def _clock_ready(self) -> bool:
+        """With raw-tick timestamps, follow the agent's clock pairs; False until the first one.
+
+        The agent publishes its pairs before it hooks anything, so no event waits for them.
+        Timestamps are converted in the ring itself, before a writer or sink sees them.
+        """
+        rings = self.rings
+        if self.clock is None and not rings.clock_in_ticks:
+            return True
+        pair = rings.clock_pair()
+        if pair is None:
+            return self.clock is not None
+        if self.clock is None:
+            self.clock = TickClock(*rings.clock_base(), *pair)
+        else:
+            self.clock.observe(*pair)
+        return True
+
+    def _convert_detail(self, piece: np.ndarray) -> None:
+        walk = walk_records(piece, 0, len(piece))
+        ts = gather(piece, walk.offsets, DETAIL_TIMESTAMP, "<u8", walk.stride)
+        self.clock.convert(ts)
+        scatter(piece, walk.offsets, DETAIL_TIMESTAMP, ts, walk.stride)
 
     def finish(self, settle_s: float = 0.05) -> None:
         """Stop polling, then drain until the rings stay empty for `settle_s`."""

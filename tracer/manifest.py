@@ -52,6 +52,7 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
         "transport": transport_stats(rec),
         "clock_type": rec.writer.clock_type,
         "clock": F.CLOCK_NAMES.get(rec.writer.clock_type),
+        "clock_source": clock_source(rec),
         "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None,
         "threads": threads,
         "drops": {"policy": o.on_full, "index": drain.stats.total_drops,
@@ -62,12 +63,22 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
         "hook_failures": rec.hook_failures,
         "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
                     "max_threads": o.max_threads, "ring_events": o.ring_events,
-                    "triggers": o.triggers, "trigger_at_ms": o.trigger_at_ms},
+                    "triggers": o.triggers, "trigger_at_ms": o.trigger_at_ms,
+                    "clock_source": o.clock_source},
         "detail": detail_settings(rec),
         "triggers": rec.flight.stats.triggers if rec.flight else [],
         "windows": [w.to_dict() for w in rec.flight.windows] if rec.flight else [],
         "end": {"clean": clean, "reason": rec.stop_reason, "crash": rec.crash},
     }
+
+
+def clock_source(rec: "Recorder") -> dict[str, Any]:
+    """How the hot path read time: the OS clock itself, or TSC ticks converted by the drain."""
+    assert rec.drain is not None
+    clock = rec.drain.clock
+    if clock is None:
+        return {"hot_path": "os"}
+    return {"hot_path": "tsc", "ns_per_tick": clock.ns_per_tick}
 
 
 def detail_settings(rec: "Recorder") -> dict[str, Any]:

@@ -58,6 +58,7 @@ class TraceOptions:
     trigger_at_ms: list[float] = field(default_factory=list)
     trigger_gap_ms: float = 1.0
     transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
+    clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
 
 
 @dataclass
@@ -160,8 +161,9 @@ class Recorder:
             self._attach()
             self._load_agent()
         except FRIDA_ERRORS as e:
+            message = self._explain(e)  # before _abandon: it kills a spawned target
             self._abandon()
-            raise TracerError(self._explain(e)) from None
+            raise TracerError(message) from None
         except (TracerError, KeyboardInterrupt):
             self._abandon()  # Ctrl-C while attaching leaves no suspended target behind
             raise
@@ -199,6 +201,7 @@ class Recorder:
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
             "detailCapacity": detail_capacity, "detailMode": DETAIL_MODES[o.detail],
             "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
+            "clockSource": o.clock_source,
             "policy": POLICY_DROP if o.on_full == "drop" else POLICY_WAIT,
             "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
             "indexRingsOffset": str(geometry.index_rings_offset),

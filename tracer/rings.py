@@ -33,6 +33,9 @@ H_REGISTERED, H_OVERFLOW_THREADS, H_OVERFLOW_EVENTS = (24, "<u4"), (28, "<u4"), 
 H_STOP, H_HEARTBEAT = (44, "<u4"), (48, "<u8")
 H_TRIGGER_HEAD, H_TRIGGER_TAIL, H_TRIGGERS_COALESCED = (96, "<u4"), (100, "<u4"), (104, "<u4")
 H_TRIGGER_GAP = (112, "<u8")
+H_CLOCK_SEQ, H_CLOCK_TICKS = (128, "<u4"), (132, "<u4")
+H_CLOCK_BASE_TICKS, H_CLOCK_BASE_NS = (136, "<u8"), (144, "<u8")
+H_CLOCK_PAIR_TICKS, H_CLOCK_PAIR_NS = (152, "<u8"), (160, "<u8")
 # SlotControl fields
 S_STATE, S_TID, S_DETAIL_HEAD, S_DETAIL_DROPS = 0, 4, 8, 16
 S_HEAD, S_DROPS, S_TAIL, S_DETAIL_TAIL = 64, 72, 128, 136
@@ -42,10 +45,10 @@ TRIGGER_ENTRY = np.dtype([("timestamp_ns", "<u8"), ("function_id", "<u8"), ("tid
                           ("commit", "<u4"), ("reserved", "<u8")])
 
 # What ada_layout() reports, word by word (see agent/ada_hooks.c).
-EXPECTED_LAYOUT = {0: 128, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
+EXPECTED_LAYOUT = {0: 168, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
                    4: H_HEARTBEAT[0], 5: S_HEAD, 6: S_TAIL, 7: S_DROPS, 8: H_STOP[0],
                    9: H_OVERFLOW_EVENTS[0], 12: 80, 13: S_DETAIL_HEAD, 14: S_DETAIL_TAIL,
-                   15: H_TRIGGER_GAP[0]}
+                   15: H_TRIGGER_GAP[0], 16: H_CLOCK_SEQ[0]}
 
 POLICY_WAIT, POLICY_DROP = 0, 1
 DETAIL_OFF, DETAIL_ALWAYS, DETAIL_WINDOW = 0, 1, 2
@@ -245,6 +248,28 @@ class RingReader:
         self._trigger_tail = pos
         self._u32[H_TRIGGER_TAIL[0] // 4] = pos
         return taken, lost
+
+    # --- clock (raw-tick timestamps, see tracer.clock) ------------------------------
+
+    @property
+    def clock_in_ticks(self) -> bool:
+        return self._h32(H_CLOCK_TICKS) == 1
+
+    def clock_base(self) -> tuple[int, int]:
+        """The agent's start-up (ticks, ns) pair."""
+        return self._h64(H_CLOCK_BASE_TICKS), self._h64(H_CLOCK_BASE_NS)
+
+    def clock_pair(self) -> tuple[int, int] | None:
+        """The agent's latest (ticks, ns) pair, or None while it is being rewritten.
+
+        A sequence lock: the agent makes clock_seq odd, writes, makes it even. x86_64 (the
+        only raw-tick platform) keeps loads in order, so seq, pair, seq is a consistent read.
+        """
+        seq = self._h32(H_CLOCK_SEQ)
+        if seq & 1:
+            return None
+        pair = self._h64(H_CLOCK_PAIR_TICKS), self._h64(H_CLOCK_PAIR_NS)
+        return pair if self._h32(H_CLOCK_SEQ) == seq else None
 
     def heartbeat(self) -> None:
         self._u64[H_HEARTBEAT[0] // 8] = clock_ns()

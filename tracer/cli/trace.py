@@ -51,6 +51,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--transport", choices=("auto", "shm", "rpc"), default="auto",
                    help="how rings reach ada: shared memory (local device only) or pulled over "
                    "Frida's channel; auto picks shm locally, rpc elsewhere")
+    g.add_argument("--clock-source", choices=("auto", "os"), default="auto",
+                   help="how the hot path reads time: auto uses the CPU's time-stamp counter "
+                   "where the kernel's clock runs on it (x86_64 Linux), converted to "
+                   "CLOCK_BOOTTIME ns by ada; os calls clock_gettime for every event")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
     d = p.add_argument_group("detail lane and flight recorder")
     d.add_argument("--detail", action="store_true",
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                            post_roll_ms=args.post_roll_ms or 0.0,
                            pre_roll_buffer_mb=args.pre_roll_buffer_mb,
                            triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms,
-                           transport=args.transport)
+                           transport=args.transport, clock_source=args.clock_source)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info,

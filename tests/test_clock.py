@@ -1,0 +1,141 @@
+"""Timestamps: raw TSC ticks converted by the drain must be CLOCK_BOOTTIME ns.
+
+Unit tests drive tracer.clock.TickClock with synthetic clocks; the end-to-end
+tests bracket each traced call with the target's own CLOCK_BOOTTIME reads.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atf import format as F
+from helpers import assert_verify_clean, function_events, trace_session
+from tracer.clock import STEP_NS, TickClock
+
+GHZ = 2.5  # ticks per ns of the synthetic TSC
+
+
+def ticks_at(ns: float) -> int:
+    return int(ns * GHZ)
+
+
+def test_two_pairs_give_the_line_through_them():
+    c = TickClock(1000, 5_000, 1000 + 25_000_000, 5_000 + 10_000_000)
+    ts = np.array([1000, 1000 + 2_500_000, 1000 + 25_000_000], dtype=np.uint64)
+    c.convert(ts)
+    assert ts.tolist() == [5_000, 5_000 + 1_000_000, 5_000 + 10_000_000]
+
+
+def test_conversion_is_continuous_monotonic_and_follows_a_drifting_clock():
+    """The OS clock runs 50 ppm fast against the first estimate and then steps forward
+    (as after a suspend): converted time never goes back and ends up on the OS clock."""
+    def os_ns(t: int) -> int:  # the truth the agent's pairs sample
+        base = t / GHZ * (1 + 50e-6)
+        return int(base + (5 * STEP_NS if t > ticks_at(3e9) else 0))
+
+    c = TickClock(0, 0, ticks_at(20e6), int(20e6))  # start-up estimate: exactly GHZ
+    everything = []
+    for k in range(1, 60):  # a pair every 100 ms, events in between
+        t = ticks_at(k * 1e8)
+        c.observe(t, os_ns(t))
+        batch = np.arange(t, t + ticks_at(1e8), ticks_at(1e6), dtype=np.uint64)
+        c.convert(batch)
+        everything.append(batch)
+    ns = np.concatenate(everything).astype(np.int64)
+    assert np.all(np.diff(ns) > 0)
+    assert np.all(np.diff(ns) < 2 * 1e6 + 5 * STEP_NS)  # 1 ms apart; one step of 5 ms
+    last_t = ticks_at(59 * 1e8) + ticks_at(1e8) - ticks_at(1e6)
+    assert abs(int(ns[-1]) - os_ns(last_t)) < 2_000  # back on the OS clock within 2 us
+
+
+def test_a_model_ahead_of_the_clock_is_slewed_never_stepped_back():
+    c = TickClock(0, 0, ticks_at(20e6), int(20e6) + 30_000)  # first estimate 0.15% fast
+    prev = 0
+    for k in range(1, 40):
+        t = ticks_at(k * 1e8)
+        c.observe(t, int(k * 1e8))  # the OS clock: exactly GHZ
+        ts = np.array([t + 1, t + ticks_at(5e7)], dtype=np.uint64)
+        c.convert(ts)
+        assert int(ts[0]) >= prev
+        prev = int(ts[-1])
+    assert abs(c.ns_at(ticks_at(39e8)) - 39e8) < 1_000
+
+
+def test_a_late_batch_of_old_ticks_gets_the_same_ns_as_if_drained_at_once():
+    """Threads are drained one after another: an event's ns must not depend on when."""
+    def os_ns(t):
+        return int(t / GHZ * (1 - 80e-6))
+
+    pairs = [(ticks_at(k * 1e8), os_ns(ticks_at(k * 1e8))) for k in range(1, 20)]
+    early = np.arange(ticks_at(1e8), ticks_at(19e8), ticks_at(7e6), dtype=np.uint64)
+
+    a = TickClock(0, 0, ticks_at(20e6), os_ns(ticks_at(20e6)))
+    b = TickClock(0, 0, ticks_at(20e6), os_ns(ticks_at(20e6)))
+    converted_a = []
+    for t, ns in pairs:
+        a.observe(t, ns)
+        b.observe(t, ns)
+        part = early[(early >= t) & (early < t + ticks_at(1e8))].copy()
+        a.convert(part)  # a converts as it goes
+        converted_a.append(part)
+    late = early.copy()
+    b.convert(late)  # b converts everything after the last pair
+    got_a = np.concatenate(converted_a)
+    assert np.array_equal(got_a, late[:len(got_a)])
+
+
+def test_pairs_that_do_not_advance_are_ignored_and_bad_calibration_is_refused():
+    c = TickClock(0, 0, 1000, 400)
+    c.observe(1000, 400)
+    c.observe(900, 500)
+    assert c.ns_per_tick == pytest.approx(0.4)
+    with pytest.raises(ValueError):
+        TickClock(10, 10, 10, 20)
+
+
+def _marks(stdout: str) -> np.ndarray:
+    rows = [line.split() for line in stdout.splitlines()]
+    return np.array([[int(a), int(b)] for a, b, *rest in (r for r in rows if len(r) == 2)
+                     if a.isdigit() and b.isdigit()], dtype=np.int64)
+
+
+def _kernel_clocksource() -> str:
+    try:
+        return Path("/sys/devices/system/clocksource/clocksource0/current_clocksource") \
+            .read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("extra", [
+    ("--clock-source", "os"),
+    ("--clock-source", "auto"),
+    ("--clock-source", "auto", "--transport", "rpc"),
+    ("--clock-source", "auto", "--detail"),
+], ids=["os", "auto", "auto-rpc", "auto-detail"])
+def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, extra):
+    n = 40
+    s, out = trace_session(tmp_path, "-f", target_bin("clock_marks"), str(n), "20000",
+                           "-i", "clock_marks!work", *extra)
+    marks = _marks(out.stdout)
+    assert marks.shape == (n, 2)
+    ev = function_events(s, "work")[0]
+    assert len(ev) == 2 * n
+    ts = ev["timestamp_ns"].astype(np.int64)
+    calls, returns = ts[ev["event_kind"] == F.EVENT_CALL], ts[ev["event_kind"] == F.EVENT_RETURN]
+    slack = 20_000  # 20 us: the conversion is calibrated to well under a microsecond
+    assert np.all(calls >= marks[:, 0] - slack), (calls - marks[:, 0]).min()
+    assert np.all(returns <= marks[:, 1] + slack), (marks[:, 1] - returns).min()
+    assert np.all(returns >= calls)
+
+    wanted = "tsc" if extra[1] == "auto" and _kernel_clocksource() == "tsc" else "os"
+    assert s.manifest["clock_source"]["hot_path"] == wanted
+    if "--detail" in extra:
+        t = s.threads[0]
+        seqs = t.index.events["detail_seq"]
+        linked = seqs != F.NO_DETAIL_SEQ
+        assert np.count_nonzero(linked) == len(t.index) == len(t.detail)
+        assert np.array_equal(t.detail.timestamps.astype(np.int64)[seqs[linked].astype(np.int64)],
+                              t.index.events["timestamp_ns"][linked].astype(np.int64))
+    assert_verify_clean(s.path)
