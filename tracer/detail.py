@@ -13,34 +13,31 @@ from collections import deque
 
 import numpy as np
 
-from atf.records import gather, walk_records
+from atf.records import Walk, gather
 from atf.writer import ThreadWriter
 
 
 class AlwaysDetail:
     def __init__(self) -> None:
-        self._queues: dict[int, deque[np.ndarray]] = {}
+        self._queues: dict[int, deque[tuple[np.ndarray, Walk]]] = {}
         self.persisted = 0
         self.unlinked = 0  # records whose index event never came (target died in between)
 
-    def feed(self, slot: int, data: np.ndarray) -> None:
-        self._queues.setdefault(slot, deque()).append(data)
+    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None:
+        if len(walk.offsets):
+            self._queues.setdefault(slot, deque()).append((data, walk))
 
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
         for slot, queue in self._queues.items():
-            self._settle_thread(queue, writers[slot], slot)
+            self._settle_thread(queue, writers[slot])
             # What waits for its index events may be a view of the ring: keep a copy.
-            for i, data in enumerate(queue):
+            for i, (data, walk) in enumerate(queue):
                 if data.base is not None:
-                    queue[i] = data.copy()
+                    queue[i] = (data.copy(), walk)
 
-    def _settle_thread(self, queue: deque[np.ndarray], writer: ThreadWriter, slot: int) -> None:
+    def _settle_thread(self, queue: deque[tuple[np.ndarray, Walk]], writer: ThreadWriter) -> None:
         while queue:
-            data = queue[0]
-            walk = walk_records(data, 0, len(data))
-            if walk.problem is not None:
-                raise RuntimeError(f"malformed detail records from thread slot {slot}: "
-                                   f"{walk.problem}")
+            data, walk = queue[0]
             last = int(gather(data, walk.offsets[-1:], 8, "<u4")[0])
             if last < writer.index_count:  # the usual case: every index event is written
                 ready = len(walk.offsets)
@@ -54,14 +51,16 @@ class AlwaysDetail:
                 continue
             if ready:  # the rest waits for its index events (a record or two)
                 cut = int(walk.offsets[ready])
-                writer.append_detail(data[:cut])
+                writer.append_detail(data[:cut], Walk(walk.offsets[:ready], cut, None, None,
+                                                      walk.stride))
                 self.persisted += ready
-                queue[0] = data[cut:]
+                queue[0] = (data[cut:], Walk(walk.offsets[ready:] - cut, len(data) - cut, None,
+                                             None, walk.stride))
             return
 
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None:
         self.settle(writers, now_ns)
         for queue in self._queues.values():
-            for data in queue:
-                self.unlinked += len(walk_records(data, 0, len(data)).offsets)
+            for _, walk in queue:
+                self.unlinked += len(walk.offsets)
         self._queues.clear()

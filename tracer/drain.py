@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atf import format as F
-from atf.records import gather, scatter, walk_records
+from atf.records import Walk, gather, scatter, walk_records
 from atf.writer import SessionWriter, ThreadWriter
 
 from .clock import TickClock
@@ -29,9 +29,12 @@ from .rings import RingReader, clock_ns
 
 
 class DetailSink(Protocol):
-    """feed() may get a view of the ring, valid until settle() returns: keep only copies."""
+    """feed() gets whole, well-formed records and their walk (offsets relative to data).
 
-    def feed(self, slot: int, data: np.ndarray) -> None: ...
+    data may be a view of the ring, valid until settle() returns: keep only copies.
+    """
+
+    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None: ...
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
 
@@ -126,9 +129,13 @@ class Drain(threading.Thread):
             head, tail = rings.detail_head(slot), self.detail_tails[slot]
             if head != tail:
                 for piece in rings.detail_pieces(slot, tail, head):
+                    walk = walk_records(piece, 0, len(piece))
+                    if walk.problem is not None or walk.end != len(piece):
+                        raise RuntimeError(f"malformed detail records from thread slot {slot} "
+                                           f"at byte {walk.problem_offset}: {walk.problem}")
                     if self.clock is not None:
-                        self._convert_detail(piece)
-                    self.detail.feed(slot, piece)
+                        self._convert_detail(piece, walk)
+                    self.detail.feed(slot, piece, walk)
                 fed.append((slot, head, head - tail))
             self.stats.detail_drops[slot] = rings.detail_drops(slot)
         if self.on_trigger is not None:
@@ -162,8 +169,7 @@ class Drain(threading.Thread):
             self.clock.observe(*pair)
         return True
 
-    def _convert_detail(self, piece: np.ndarray) -> None:
-        walk = walk_records(piece, 0, len(piece))
+    def _convert_detail(self, piece: np.ndarray, walk: Walk) -> None:
         ts = gather(piece, walk.offsets, DETAIL_TIMESTAMP, "<u8", walk.stride)
         self.clock.convert(ts)
         scatter(piece, walk.offsets, DETAIL_TIMESTAMP, ts, walk.stride)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from atf.records import gather, walk_records
+from atf.records import Walk, gather
 from atf.writer import ThreadWriter
 
 # Triggers found by the hot path reach the host a little after they happen:
@@ -130,14 +130,11 @@ class FlightRecorder:
 
     # --- records (drain thread) -----------------------------------------------------
 
-    def feed(self, slot: int, data: np.ndarray) -> None:
+    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None:
         """Buffer one thread's newly drained detail records (complete, back to back)."""
-        data = data.copy()  # it may be a view of the ring, which producers will reuse
-        walk = walk_records(data, 0, len(data))
-        if walk.problem is not None:
-            raise RuntimeError(f"malformed detail records from thread slot {slot}: {walk.problem}")
         if not len(walk.offsets):
             return
+        data = data.copy()  # it may be a view of the ring, which producers will reuse
         chunk = _Chunk(data, walk.offsets, gather(data, walk.offsets, 16, "<u8", walk.stride),
                        gather(data, walk.offsets, 8, "<u4", walk.stride).astype(np.int64),
                        walk.stride)
