@@ -139,3 +139,16 @@ def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, 
         assert np.array_equal(t.detail.timestamps.astype(np.int64)[seqs[linked].astype(np.int64)],
                               t.index.events["timestamp_ns"][linked].astype(np.int64))
     assert_verify_clean(s.path)
+
+
+def test_ticks_long_after_the_last_pair_convert_as_exactly_as_near_ones():
+    """No pair for hours (the agent's timer starved): the fixed-point product would overflow."""
+    c = TickClock(1000, 7_000, 1000 + ticks_at(20e6), 7_000 + int(20e6))
+    near = np.array([1000 + ticks_at(5e8)], dtype=np.uint64)
+    far = np.array([1000 + ticks_at(3.6e12), 1000 + ticks_at(3.6e12) + 5], dtype=np.uint64)
+    expect = [c.ns_at(int(t)) for t in np.concatenate([near, far])]
+    c.convert(near)
+    c.convert(far)
+    got = near.tolist() + far.tolist()
+    assert all(abs(g - e) <= 1 for g, e in zip(got, expect)), (got, expect)
+    assert abs(got[1] - (7_000 + 3.6e12)) < 1e4

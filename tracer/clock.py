@@ -17,6 +17,7 @@ suspend adds to CLOCK_BOOTTIME); it never steps back.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 
 import numpy as np
@@ -25,6 +26,8 @@ SLEW_NS = 200_000_000
 STEP_NS = 1_000_000
 MAX_SEGMENTS = 256
 RATE_BASELINE_PAIRS = 10
+SHIFT = 32
+HALF = 1 << (SHIFT - 1)
 
 
 class TickClock:
@@ -33,9 +36,11 @@ class TickClock:
             raise ValueError(f"clock calibration pairs are not increasing: ({base_ticks}, "
                              f"{base_ns}) then ({ticks}, {ns})")
         rate = (ns - base_ns) / (ticks - base_ticks)
-        self._starts = [base_ticks]  # segment i covers ticks [starts[i], starts[i + 1])
+        # Segment i covers ticks [starts[i], starts[i + 1]): ns = ns[i] + (t - starts[i]) * mults[i]
+        # >> SHIFT. Fixed point keeps the drain's conversion to in-place integer operations.
+        self._starts = [base_ticks]
         self._ns = [base_ns]
-        self._rates = [rate]
+        self._mults = [_fixed(rate)]
         self._pairs: deque[tuple[int, int]] = deque([(base_ticks, base_ns), (ticks, ns)],
                                                     maxlen=RATE_BASELINE_PAIRS)
         self._measured = rate  # the OS clock's ns per tick, from the recent pairs
@@ -43,11 +48,11 @@ class TickClock:
 
     @property
     def ns_per_tick(self) -> float:
-        return self._rates[-1]
+        return self._mults[-1] / (1 << SHIFT)
 
     def ns_at(self, ticks: int) -> int:
-        i = max(0, int(np.searchsorted(self._starts, ticks, "right")) - 1)
-        return self._ns[i] + round((ticks - self._starts[i]) * self._rates[i])
+        i = max(0, bisect.bisect_right(self._starts, ticks) - 1)
+        return self._ns[i] + (((ticks - self._starts[i]) * self._mults[i] + HALF) >> SHIFT)
 
     def observe(self, ticks: int, ns: int) -> None:
         """A new pair from the agent: start a segment that heads for it."""
@@ -72,24 +77,39 @@ class TickClock:
         rate = min(max(rate, measured * 0.5), measured * 2.0)
         self._starts.append(start)
         self._ns.append(model)
-        self._rates.append(rate)
+        self._mults.append(_fixed(rate))
         if len(self._starts) > MAX_SEGMENTS:
-            del self._starts[0], self._ns[0], self._rates[0]
+            del self._starts[0], self._ns[0], self._mults[0]
 
     def convert(self, ts: np.ndarray) -> None:
         """Rewrite a uint64 array (or strided view) of ticks, in place, as ns."""
         if not len(ts):
             return
-        ticks = ts.astype(np.int64)
-        first, last = int(ticks[0]), int(ticks[-1])
+        d = ts.astype(np.int64)
+        first, last = int(d[0]), int(d[-1])
         if first >= self._starts[-1]:  # the usual case: all in the newest segment
-            ns = np.rint((ticks - self._starts[-1]) * self._rates[-1]).astype(np.int64)
-            ns += self._ns[-1]
+            d -= self._starts[-1]
+            _scale(d, self._mults[-1])
+            d += self._ns[-1]
         else:
-            i = np.maximum(np.searchsorted(self._starts, ticks, "right") - 1, 0)
-            starts = np.asarray(self._starts, dtype=np.int64)[i]
-            rates = np.asarray(self._rates)[i]
-            ns = np.rint((ticks - starts) * rates).astype(np.int64)
-            ns += np.asarray(self._ns, dtype=np.int64)[i]
-        ts[:] = ns
+            i = np.maximum(np.searchsorted(self._starts, d, "right") - 1, 0)
+            d -= np.asarray(self._starts, dtype=np.int64)[i]
+            _scale(d, np.asarray(self._mults, dtype=np.int64)[i])
+            d += np.asarray(self._ns, dtype=np.int64)[i]
+        ts[:] = d
         self._converted_to = max(self._converted_to, first, last)
+
+
+def _fixed(rate: float) -> int:
+    return max(1, round(rate * (1 << SHIFT)))
+
+
+def _scale(d: np.ndarray, mult: int | np.ndarray) -> None:
+    """d = round(d * mult / 2**SHIFT) in place; through floats where d * mult would overflow."""
+    top = max(abs(int(d.max())), abs(int(d.min())))
+    if top < ((1 << 62) - HALF) // int(np.max(mult)):
+        d *= mult
+        d += HALF
+        d >>= SHIFT
+    else:  # ticks far from their segment (no pair for seconds): float, within a ns
+        d[:] = np.floor(d * (np.asarray(mult, dtype=np.float64) / (1 << SHIFT)) + 0.5)
