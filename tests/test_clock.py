@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from atf import format as F
-from helpers import assert_verify_clean, function_events, trace_session
+from helpers import assert_verify_clean, function_events, run_ada, trace_session
 from tracer.clock import STEP_NS, TickClock
 
 GHZ = 2.5  # ticks per ns of the synthetic TSC
@@ -131,6 +131,8 @@ def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, 
 
     wanted = "tsc" if extra[1] == "auto" and _kernel_clocksource() == "tsc" else "os"
     assert s.manifest["clock_source"]["hot_path"] == wanted
+    info = run_ada("info", s.path, check=True).stdout
+    assert ("read as TSC ticks" in info) == (wanted == "tsc"), info
     if "--detail" in extra:
         t = s.threads[0]
         seqs = t.index.events["detail_seq"]

@@ -45,6 +45,7 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "arch": F.ARCH_NAMES.get(first.arch) if first else None,
         "os": F.OS_NAMES.get(first.os) if first else None,
         "clock": F.CLOCK_NAMES.get(clock, clock),
+        "clock_source": manifest.get("clock_source"),
         "time_range": rng,
         "duration_ns": (rng[1] - rng[0]) if rng else 0,
         "index_events": session.event_count,
@@ -78,7 +79,9 @@ def print_summary(s: dict[str, Any]) -> None:
         dev = s["device"]
         out.append(("device", dev.get("name", dev) if isinstance(dev, dict) else str(dev)))
     out.append(("platform", f"{s['os'] or '?'} {s['arch'] or '?'}"))
-    out.append(("clock", str(s["clock"])))
+    source = (s.get("clock_source") or {}).get("hot_path")
+    out.append(("clock", str(s["clock"]) + (" (read as TSC ticks, converted by ada)"
+                                            if source == "tsc" else "")))
     if s["time_range"]:
         a, b = s["time_range"]
         out.append(("time", f"{a} .. {b} ns ({format_duration_ns(b - a)})"))
