@@ -114,7 +114,9 @@ typedef struct
   guint64 pad0[5];
   volatile guint64 head;      /* producer cache line */
   guint64 drops;              /* events dropped because the ring was full */
-  guint64 pad1[6];
+  guint64 waits;              /* times the producer found its ring full and waited (wait policy) */
+  guint64 wait_ns;            /* time it spent waiting */
+  guint64 pad1[4];
   volatile guint64 tail;      /* consumer cache line */
   volatile guint64 detail_tail;
   guint64 pad2[6];
@@ -466,6 +468,7 @@ ada_layout (guint64 * out)
   out[14] = (guint64) (gsize) &c->detail_tail;
   out[15] = (guint64) (gsize) &h->trigger_gap_ns;
   out[16] = (guint64) (gsize) &h->clock_seq;
+  out[17] = (guint64) (gsize) &c->wait_ns;
 }
 
 static ThreadState *
@@ -535,26 +538,45 @@ ada_register_thread (void)
  * is gone, and waiting longer would hang the target).
  */
 static gboolean
-ada_wait_for_room (volatile guint64 * tail, guint64 * cached_tail, guint64 head, guint64 need,
-    guint64 capacity)
+ada_wait_for_room (SlotControl * ctl, volatile guint64 * tail, guint64 * cached_tail, guint64 head,
+    guint64 need, guint64 capacity)
 {
   RegionHeader * h = ada_state.region;
   guint spins = 0;
+  guint64 since = 0;
+  gboolean room;
 
   for (;;)
   {
     *cached_tail = ada_load_acquire (tail);
     if (head + need - *cached_tail <= capacity)
-      return TRUE;
+    {
+      room = TRUE;
+      break;
+    }
     if (h->policy != 0 || h->stop)
-      return FALSE;
+    {
+      room = FALSE;
+      break;
+    }
+    if (since == 0)
+      since = ada_now ();
     if ((++spins & 63) == 0 && ada_now () - h->heartbeat_ns > h->stall_ns)
-      return FALSE;
+    {
+      room = FALSE;
+      break;
+    }
     if (spins < 1024)
       g_thread_yield ();
     else
       g_usleep (50);
   }
+  if (since != 0)
+  {
+    ctl->waits++;
+    ctl->wait_ns += ada_now () - since;
+  }
+  return room;
 }
 
 static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id,
@@ -583,7 +605,7 @@ static void
 ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 kind,
                guint32 depth, guint32 detail_seq)
 {
-  if (!ada_wait_for_room (&t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
+  if (!ada_wait_for_room (t->ctl, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
   {
     t->ctl->drops++;
     return;
@@ -649,7 +671,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   *(guint16 *) (rec + 122) = 0;
 
   if (t->detail_head + total - t->detail_cached_tail > s->detail_capacity &&
-      !ada_wait_for_room (&t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,
+      !ada_wait_for_room (t->ctl, &t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,
           s->detail_capacity))
   {
     t->ctl->detail_drops++;
@@ -674,7 +696,7 @@ ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timest
 {
   guint32 detail_seq;
   if (t->head - t->cached_tail >= ada_state.index_capacity &&
-      !ada_wait_for_room (&t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
+      !ada_wait_for_room (t->ctl, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
   {
     t->ctl->drops++;
     return;

@@ -271,4 +271,8 @@ def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin):
     s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
                  "--ring-kb", "4")
     assert len(s.threads[0].index) == 2 * n and s.manifest["drops"]["index"] == 0
+    # 128 events to a ring: the target had to wait for the drain, and the manifest says so.
+    thread, total = s.manifest["threads"][0], s.manifest["drops"]
+    assert thread["waits"] > 0 and thread["wait_ms"] > 0
+    assert (total["waits"], total["wait_ms"]) == (thread["waits"], thread["wait_ms"])
     assert_verify_clean(s.path)

@@ -174,6 +174,12 @@ class Drain(threading.Thread):
         self.clock.convert(ts)
         scatter(piece, walk.offsets, DETAIL_TIMESTAMP, ts, walk.stride)
 
+    def waits(self) -> list[tuple[int, int]]:
+        """Per thread: how often its producer found a ring full and waited, and for how long (ns).
+
+        Read on demand (status line, manifest), not on every pass."""
+        return [self.rings.waits(slot) for slot in range(len(self.writers))]
+
     def finish(self, settle_s: float = 0.05) -> None:
         """Stop polling, then drain until the rings stay empty for `settle_s`."""
         self._stop_requested.set()

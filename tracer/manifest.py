@@ -21,11 +21,13 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
     drain = rec.drain
     rings = drain.rings
     threads = []
+    waits = drain.waits()
     for slot, w in enumerate(drain.writers):
         threads.append({"id": slot, "tid": w.thread_id, "has_detail": w.detail_count > 0,
                         "index_events": w.index_count, "detail_events": w.detail_count,
                         "drops": drain.stats.drops[slot],
-                        "detail_drops": drain.stats.detail_drops[slot]})
+                        "detail_drops": drain.stats.detail_drops[slot],
+                        "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3)})
     ranges = [r for r in (w.index_time_range for w in drain.writers) if r is not None]
     modules: dict[int, dict[str, Any]] = {}
     symbols = []
@@ -56,6 +58,8 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
         "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None,
         "threads": threads,
         "drops": {"policy": o.on_full, "index": drain.stats.total_drops,
+                  "waits": sum(n for n, _ in waits),
+                  "wait_ms": round(sum(ns for _, ns in waits) / 1e6, 3),
                   "overflow_threads": rings.overflow_threads,
                   "overflow_events": rings.overflow_events, "max_threads": o.max_threads},
         "modules": [modules[k] for k in sorted(modules)],

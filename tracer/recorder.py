@@ -71,6 +71,7 @@ class Progress:
     windows: int = 0
     truncated_ns: int = 0
     transport_bytes_per_s: float | None = None
+    wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
 
 
 @dataclass
@@ -300,7 +301,8 @@ class Recorder:
                         stats.total_drops + sum(stats.detail_drops), stats.detail_bytes,
                         len(flight.windows) if flight else 0,
                         flight.truncated_ns if flight else 0,
-                        self.mirror.throughput() if self.mirror else None)
+                        self.mirror.throughput() if self.mirror else None,
+                        sum(ns for _, ns in self.drain.waits()))
 
     def _stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""

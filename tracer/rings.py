@@ -38,7 +38,7 @@ H_CLOCK_BASE_TICKS, H_CLOCK_BASE_NS = (136, "<u8"), (144, "<u8")
 H_CLOCK_PAIR_TICKS, H_CLOCK_PAIR_NS = (152, "<u8"), (160, "<u8")
 # SlotControl fields
 S_STATE, S_TID, S_DETAIL_HEAD, S_DETAIL_DROPS = 0, 4, 8, 16
-S_HEAD, S_DROPS, S_TAIL, S_DETAIL_TAIL = 64, 72, 128, 136
+S_HEAD, S_DROPS, S_WAITS, S_WAIT_NS, S_TAIL, S_DETAIL_TAIL = 64, 72, 80, 88, 128, 136
 # Trigger ring: TriggerEntry {u64 timestamp_ns, u64 function_id, u32 tid, u32 commit, u64 reserved}
 TRIGGER_OFFSET, TRIGGER_SLOTS = 1024, 64
 TRIGGER_ENTRY = np.dtype([("timestamp_ns", "<u8"), ("function_id", "<u8"), ("tid", "<u4"),
@@ -48,7 +48,7 @@ TRIGGER_ENTRY = np.dtype([("timestamp_ns", "<u8"), ("function_id", "<u8"), ("tid
 EXPECTED_LAYOUT = {0: 168, 1: SLOT_SIZE, 2: F.INDEX_EVENT_SIZE, 3: H_REGISTERED[0],
                    4: H_HEARTBEAT[0], 5: S_HEAD, 6: S_TAIL, 7: S_DROPS, 8: H_STOP[0],
                    9: H_OVERFLOW_EVENTS[0], 12: 80, 13: S_DETAIL_HEAD, 14: S_DETAIL_TAIL,
-                   15: H_TRIGGER_GAP[0], 16: H_CLOCK_SEQ[0]}
+                   15: H_TRIGGER_GAP[0], 16: H_CLOCK_SEQ[0], 17: S_WAIT_NS}
 
 POLICY_WAIT, POLICY_DROP = 0, 1
 DETAIL_OFF, DETAIL_ALWAYS, DETAIL_WINDOW = 0, 1, 2
@@ -172,6 +172,10 @@ class RingReader:
 
     def drops(self, slot: int) -> int:
         return self._slot(slot, S_DROPS)
+
+    def waits(self, slot: int) -> tuple[int, int]:
+        """How often the thread found a ring full and waited for the drain, and for how long."""
+        return self._slot(slot, S_WAITS), self._slot(slot, S_WAIT_NS)
 
     def events(self, slot: int, start: int, end: int) -> list[np.ndarray]:
         """Index events [start, end) of a ring as at most two views (the ring wraps)."""

@@ -187,6 +187,8 @@ class StatusLine:
             line += f"  truncated {p.truncated_ns / 1e6:.1f} ms"
         if p.transport_bytes_per_s is not None:
             line += f"  rpc {p.transport_bytes_per_s / 1e6:.1f} MB/s"
+        if p.wait_ns:
+            line += f"  waited {p.wait_ns / 1e6:,.1f} ms"
         return line
 
     def update(self, p: Progress) -> None:
@@ -209,5 +211,8 @@ class StatusLine:
             extra = f", {p.windows} detail window(s)"
             if p.truncated_ns:
                 extra += f", cut short by {p.truncated_ns / 1e6:.1f} ms (--pre-roll-buffer-mb)"
+        if p.wait_ns:
+            extra += (f"; the target waited {p.wait_ns / 1e6:,.1f} ms in all for ada to make "
+                      "room in full rings")
         print(f"ada: recorded {p.events:,} events from {p.threads} thread(s) in "
               f"{p.elapsed_s:.1f}s, {p.drops} dropped{extra}", file=sys.stderr, flush=True)
