@@ -5,8 +5,10 @@ Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N]
 Prints, for one thread calling small() in a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
-  the drain keeps up; the 2-thread rate; and the detail lane: `--detail` and a flight-recorder
-  window, as ratios of the empty hook, with the detail bytes/s written; and the RPC transport's
+  the drain keeps up; the 2-thread rate; and the detail lane: `--detail` (interleaved rounds
+  with their own empty-hook runs, and how long the target waited for the drain) and a
+  flight-recorder window, as ratios of the empty hook, with the detail bytes/s written; the
+  index lane with --clock-source os next to the default, for comparison; and the RPC transport's
   sustained events/s and MB/s on the local device and through a real remote device on loopback
   (a frida.PortalService the target joins). Targets: index lane >= 0.75x the empty hook, zero
   events lost over >= 20 M calls, the drain keeping up for >= 30 s; --detail >= 0.5x the empty
@@ -94,6 +96,7 @@ class AdaRun:
     seconds: float
     detail_events: int
     detail_bytes: int
+    wait_ms: float  # the target's waits for room in full rings (manifest)
 
     @property
     def lost(self) -> int:
@@ -113,7 +116,8 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (
     details = [t.detail for t in session.threads if t.detail is not None]
     run = AdaRun(rate, 2 * calls * threads, session.event_count, seconds,
                  sum(len(d) for d in details),
-                 sum(int(d.events_end - d.events_offset) for d in details))
+                 sum(int(d.events_end - d.events_offset) for d in details),
+                 float(session.manifest["drops"]["wait_ms"]))
     shutil.rmtree(session.path.parent)
     return run
 
@@ -171,7 +175,8 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
             target.kill()
         service.stop()
     session = atf.open_session(stdout.strip().splitlines()[-1])
-    run = AdaRun(rate, 2 * calls, session.event_count, seconds, 0, 0)
+    run = AdaRun(rate, 2 * calls, session.event_count, seconds, 0, 0,
+                 float(session.manifest["drops"]["wait_ms"]))
     run.transport = session.manifest["transport"]  # type: ignore[attr-defined]
     shutil.rmtree(session.path.parent)
     return run
@@ -181,7 +186,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20_000_000, help="calls per run (default 20M)")
     ap.add_argument("--rounds", type=int, default=3,
-                    help="interleaved empty-hook / ada rounds for the index-lane ratio (default 3)")
+                    help="interleaved empty-hook / ada rounds for the index-lane and --detail "
+                    "ratios (default 3)")
     ap.add_argument("--detail-calls", type=int, default=5_000_000,
                     help="calls of the --detail run (default 5M = 2.5 GB of detail); the 20M "
                     "run is printed too")
@@ -211,12 +217,25 @@ def main() -> None:
         print(f"  index lane / empty hook : median {sorted(ratios)[len(ratios) // 2]:.2f}x over "
               f"{len(ratios)} rounds (target >= 0.75); --clock-source os: median "
               f"{sorted(os_ratios)[len(os_ratios) // 2]:.2f}x")
-        for calls in dict.fromkeys((args.detail_calls, n)):
-            d = ada(exe, calls, tmp / "t", extra=("--detail",))
-            print(f"  ada trace --detail, {calls / 1e6:.0f} M calls ({d.detail_bytes / 1e9:.1f} GB of "
-                  f"detail): {d.rate / 1e6:.2f} M calls/s = {d.rate / floor:.2f}x empty hook "
-                  f"(target >= 0.5); index lost {d.lost:,}; {d.detail_events:,} detail events, "
-                  f"{d.detail_bytes / d.seconds / 1e6:,.0f} MB/s of detail written")
+        detail_ratios = []
+        for k in range(args.rounds):  # interleaved again: this VM's page cache swings a lot
+            floor = empty_hook(exe, args.detail_calls)
+            d = ada(exe, args.detail_calls, tmp / "t", extra=("--detail",))
+            detail_ratios.append(d.rate / floor)
+            print(f"  round {k + 1}: ada trace --detail, {args.detail_calls / 1e6:.0f} M calls "
+                  f"({d.detail_bytes / 1e9:.1f} GB of detail): {d.rate / 1e6:.2f} M calls/s = "
+                  f"{d.rate / floor:.2f}x empty hook ({floor / 1e6:.2f}); index lost {d.lost:,}; "
+                  f"{d.detail_events:,} detail events, {d.detail_bytes / d.seconds / 1e6:,.0f} "
+                  f"MB/s of detail written; the target waited {d.wait_ms:,.0f} ms for the drain")
+        print(f"  --detail / empty hook   : median {sorted(detail_ratios)[len(detail_ratios) // 2]:.2f}x"
+              f" over {len(detail_ratios)} rounds (target >= 0.5)")
+        if n != args.detail_calls:
+            d = ada(exe, n, tmp / "t", extra=("--detail",))
+            print(f"  ada trace --detail, {n / 1e6:.0f} M calls ({d.detail_bytes / 1e9:.1f} GB of "
+                  f"detail): {d.rate / 1e6:.2f} M calls/s = "
+                  f"{d.rate / floor:.2f}x empty hook; index lost {d.lost:,}; "
+                  f"{d.detail_bytes / d.seconds / 1e6:,.0f} MB/s of detail written; the target "
+                  f"waited {d.wait_ms:,.0f} ms")
         w = ada(exe, n, tmp / "t", extra=("--pre-roll-ms", "50", "--post-roll-ms", "50",
                                           "--trigger-at-ms", str(int(r.seconds * 500))))
         print(f"  ada trace, window 50+50 : {w.rate / 1e6:8.2f} M calls/s   "
