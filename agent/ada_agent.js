@@ -95,6 +95,32 @@ function findVdsoClock() {
   return null;
 }
 
+/*
+ * CModule's toolchains: 'internal' is Frida's TinyCC (always there, code not
+ * optimized); 'external' runs the target system's compiler (gcc -O2 on Linux),
+ * from inside the target process. 'fallback': external if it works, else
+ * internal, saying why.
+ */
+function compileHotPath(source, symbols, toolchain) {
+  if (toolchain !== 'internal') {
+    try {
+      return { module: new CModule(source, symbols, { toolchain: 'external' }), toolchain: 'external',
+               fallback: null };
+    } catch (e) {
+      if (toolchain === 'external')
+        throw new Error(`the system toolchain cannot compile the hot path: ${firstLine(e.message)}`);
+      return { module: new CModule(source, symbols, { toolchain: 'internal' }), toolchain: 'internal',
+               fallback: firstLine(e.message) };
+    }
+  }
+  return { module: new CModule(source, symbols, { toolchain: 'internal' }), toolchain: 'internal',
+           fallback: null };
+}
+
+function firstLine(text) {
+  return String(text).split('\n').filter(line => line.trim() !== '')[0] || String(text);
+}
+
 function globToRegExp(glob) {
   const escaped = glob.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')
     .replace(/\[!/g, '[^');
@@ -134,7 +160,9 @@ class AdaAgent {
     this._writeHeader(config);
     const state = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
-    this.cm = new CModule(plat.defines.join('\n') + '\n' + config.source, symbols);
+    const compiled = compileHotPath(plat.defines.join('\n') + '\n' + config.source, symbols,
+                                    config.toolchain);
+    this.cm = compiled.module;
     const layout = Memory.alloc(LAYOUT_WORDS * 8);
     new NativeFunction(this.cm.ada_layout, 'void', ['pointer'])(layout);
     const words = [];
@@ -157,6 +185,8 @@ class AdaAgent {
       pointerSize: Process.pointerSize,
       clockType: plat.clockType,
       clockSource: ticks ? 'tsc' : 'os',
+      toolchain: compiled.toolchain,
+      toolchainFallback: compiled.fallback,
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },
       layout: words,
     };

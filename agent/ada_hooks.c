@@ -16,7 +16,10 @@
  *    barrier read-modify-write) elsewhere. Only one side ever writes each
  *    cursor, so an add of the difference is an exact store.
  *  - The agent prepends platform #defines (ADA_CLOCK_*, ADA_TID_SYSCALL, ...);
- *    see platform() in ada_agent.js.
+ *    see platformConfig() in ada_agent.js.
+ *  - The same source is compiled by TinyCC (Frida's internal toolchain) or by
+ *    the target system's gcc -O2 -Wall -Werror (the external toolchain, about
+ *    10% faster per call here): it must stay warning-free under both.
  *
  * Shared region layout (all little-endian; mirrored in tracer/rings.py, which
  * checks the offsets reported by ada_layout() at start-up):
@@ -41,6 +44,12 @@
 
 #include <gum/guminterceptor.h>
 #include <gum/gumtls.h>
+
+/* Built by TinyCC or, with the external toolchain, by gcc -O2: records are
+ * assembled through typed stores into byte buffers, so no strict aliasing. */
+#if defined (__GNUC__) && !defined (__TINYC__)
+# pragma GCC optimize ("no-strict-aliasing")
+#endif
 
 /* The platform's own memcpy, passed in by the agent: faster than the CModule runtime's. */
 extern gpointer ada_memcpy (gpointer dst, gconstpointer src, gsize n);

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import atf
 from atf import format as F
@@ -16,9 +17,11 @@ from helpers import (ROOT, assert_verify_clean, function_events, run_ada,
 
 
 
-def test_registers_return_value_and_stack(tmp_path, target_bin):
+@pytest.mark.parametrize("toolchain", ["internal", "external"])
+def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain):
     s, out = trace(tmp_path, "-f", target_bin("regs"), "-i", "regs!add", "--detail",
-                   "--stack-bytes", "64")
+                   "--stack-bytes", "64", "--cmodule-toolchain", toolchain)
+    assert s.manifest["hot_path"]["toolchain"] == toolchain
     local = int(out.stdout.split("local ")[1].split()[0], 16)
     t = s.threads[0]
     assert len(t.detail) == len(t.index) == 6
@@ -131,9 +134,10 @@ def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin):
+@pytest.mark.parametrize("toolchain", ["internal", "external"])
+def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin, toolchain):
     s, out = trace(tmp_path, "-f", target_bin("fresh_stack"), "-i", "fresh_stack!probe",
-                   "--detail", "--stack-bytes", "256")
+                   "--detail", "--stack-bytes", "256", "--cmodule-toolchain", toolchain)
     assert "ok 42" in out.stdout  # probe(41) + probe(1): the target ran to the end, no fault
     top = int(out.stdout.split("top ")[1].split()[0], 16)
     t = s.threads[0]

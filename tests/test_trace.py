@@ -34,9 +34,13 @@ def test_exact_count_one_thread(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_exact_counts_eight_threads(tmp_path, target_bin):
+@pytest.mark.parametrize("toolchain", ["internal", "external"])
+def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain):
+    """Both CModule toolchains (TinyCC, the system's gcc -O2) build a hot path that records all."""
     n = 3000
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work")
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
+                 "--cmodule-toolchain", toolchain)
+    assert s.manifest["hot_path"] == {"toolchain": toolchain, "toolchain_fallback": None}
     per_thread = function_events(s, "work")
     counts = sorted(len(ev) for ev in per_thread.values())
     assert counts == [2 * (n + i) for i in range(8)]  # thread i makes n + i calls
@@ -184,6 +188,25 @@ def test_target_exiting_during_attach_is_one_line_and_exit_1(target_bin):
         target.kill()
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert f"the target (pid {target.pid}) exited during attach" in out.stderr
+
+
+def test_without_a_system_compiler_auto_falls_back_to_tinycc_and_external_fails(tmp_path,
+                                                                                target_bin):
+    """The target runs the system toolchain itself: with no gcc on its PATH, auto says so and
+    records with TinyCC; --cmodule-toolchain external is a one-line error."""
+    env = dict(os.environ, PATH="/nonexistent")
+    args = ("-o", tmp_path / "traces", "-f", target_bin("exact_calls"), "100",
+            "-i", "exact_calls!work")
+    out = run_ada("trace", *args, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "compiled by Frida's TinyCC; the system toolchain could not" in out.stderr
+    s = atf.open_session(out.stdout.strip().splitlines()[-1])
+    assert s.manifest["hot_path"]["toolchain"] == "internal"
+    assert "gcc" in s.manifest["hot_path"]["toolchain_fallback"]
+    assert len(function_events(s, "work")[0]) == 200
+    out = run_ada("trace", *args, "--cmodule-toolchain", "external", env=env)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "the system toolchain cannot compile the hot path" in out.stderr
 
 
 def test_permission_denied_is_one_line_and_exit_1(tmp_path):

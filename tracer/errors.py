@@ -18,4 +18,5 @@ class TracerError(Exception):
 def describe_frida_error(e: BaseException) -> str:
     """A frida error as a short sentence (frida's own text, first line only)."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = text.removeprefix("Error: ")  # an exception the agent threw, relayed by RPC
     return text[0].lower() + text[1:] if text[:1].isupper() and not text[:2].isupper() else text

@@ -59,6 +59,7 @@ class TraceOptions:
     trigger_gap_ms: float = 1.0
     transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
     clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
+    toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
 
 
 @dataclass
@@ -202,7 +203,7 @@ class Recorder:
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
             "detailCapacity": detail_capacity, "detailMode": DETAIL_MODES[o.detail],
             "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
-            "clockSource": o.clock_source,
+            "clockSource": o.clock_source, "toolchain": resolve_toolchain(o.toolchain, self.device),
             "policy": POLICY_DROP if o.on_full == "drop" else POLICY_WAIT,
             "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
             "indexRingsOffset": str(geometry.index_rings_offset),
@@ -211,6 +212,7 @@ class Recorder:
         api = self.script.exports_sync
         self.agent_info = api.init(config)
         check_layout(self.agent_info["layout"])
+        self._report_toolchain()
         self.functions = api.resolve(o.selection)["functions"]
         if not self.functions:
             raise TracerError("no function matched the selection "
@@ -352,6 +354,14 @@ class Recorder:
         if self.region is not None:
             self.region.close()
 
+    def _report_toolchain(self) -> None:
+        info = self.agent_info
+        if info["toolchain"] == "external":
+            self.info("hot path compiled by the system toolchain (gcc -O2)")
+        elif info.get("toolchainFallback"):
+            self.info(f"hot path compiled by Frida's TinyCC; the system toolchain could not: "
+                      f"{info['toolchainFallback']}")
+
     def _target_alive(self) -> bool:
         """Is the target still a live process? (False for a zombie: it has exited.)"""
         if self.device.type == "local" and sys.platform.startswith("linux"):
@@ -390,6 +400,16 @@ class Recorder:
         if self._detached or (self.pid is not None and not self._target_alive()):
             return f"the target ({self.target.describe()}) exited during attach ({text})"
         return f"cannot trace {self.target.describe()}: {text}"
+
+
+def resolve_toolchain(choice: str, device: frida.core.Device) -> str:
+    """auto: the system compiler where there can be one (the local device), else TinyCC.
+
+    Phones and remote servers have no compiler for the agent to run, so auto means TinyCC there.
+    """
+    if choice == "auto":
+        return "fallback" if device.type == "local" else "internal"
+    return choice
 
 
 def resolve_transport(choice: str, device: frida.core.Device) -> str:

@@ -55,6 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="how the hot path reads time: auto uses the CPU's time-stamp counter "
                    "where the kernel's clock runs on it (x86_64 Linux), converted to "
                    "CLOCK_BOOTTIME ns by ada; os calls clock_gettime for every event")
+    g.add_argument("--cmodule-toolchain", choices=("auto", "internal", "external"),
+                   default="auto",
+                   help="how the hot path's C is compiled inside the target (Frida CModule "
+                   "toolchains): external runs the target system's gcc -O2 (faster code), "
+                   "internal uses Frida's built-in TinyCC; auto tries external on the local "
+                   "device and falls back to internal, internal elsewhere")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
     d = p.add_argument_group("detail lane and flight recorder")
     d.add_argument("--detail", action="store_true",
@@ -106,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
                            post_roll_ms=args.post_roll_ms or 0.0,
                            pre_roll_buffer_mb=args.pre_roll_buffer_mb,
                            triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms,
-                           transport=args.transport, clock_source=args.clock_source)
+                           transport=args.transport, clock_source=args.clock_source,
+                           toolchain=args.cmodule_toolchain)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info,
