@@ -26,44 +26,59 @@ const SEGMENT_BYTES = 32;
 /* Every platform difference of the hot path is decided here. */
 function platformConfig(clockSource) {
   const arch = Process.arch;
+  const platform = Process.platform;
   if (arch !== 'x64' && arch !== 'arm64')
     throw new Error(`unsupported architecture ${arch}: ada supports x86_64 and arm64`);
-  const defines = [];
+  if (platform !== 'darwin' && platform !== 'linux')
+    throw new Error(`unsupported platform ${platform}`);
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
+  const facts = {};
   let clockType;
   let anonMapFlags;  /* private anonymous pages, backed lazily (RPC transport's region) */
-  if (Process.platform === 'darwin') {
+  if (platform === 'darwin') {
     const timebase = Memory.alloc(8);
     const machTimebaseInfo = new NativeFunction(Module.getGlobalExportByName('mach_timebase_info'), 'int', ['pointer']);
     machTimebaseInfo(timebase);
-    defines.push('#define ADA_CLOCK_MACH 1');
-    defines.push(`#define ADA_MACH_NUMER ${timebase.readU32()}ULL`);
-    defines.push(`#define ADA_MACH_DENOM ${timebase.add(4).readU32()}ULL`);
-    defines.push('#define ADA_STACK_DARWIN 1');
-    defines.push('#define ADA_SAFE_READ_MACH 1');
+    facts.machNumer = timebase.readU32();
+    facts.machDenom = timebase.add(4).readU32();
     for (const name of ['mach_continuous_time', 'pthread_threadid_np', 'pthread_self',
                         'pthread_get_stackaddr_np', 'pthread_get_stacksize_np', 'mach_task_self_',
                         'mach_vm_read_overwrite'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 1;
     anonMapFlags = 0x0002 | 0x1000;  /* MAP_PRIVATE | MAP_ANON */
-  } else if (Process.platform === 'linux') {
-    defines.push(`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`);
-    if (arch === 'x64' && clockSource !== 'os' && kernelClocksource() === 'tsc')
-      defines.push('#define ADA_CLOCK_TSC 1');
-    defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
-    defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
-    defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
+  } else {
+    facts.tsc = arch === 'x64' && clockSource !== 'os' && kernelClocksource() === 'tsc';
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
     for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
                         'pthread_attr_destroy'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
     anonMapFlags = 0x0002 | 0x0020 | 0x4000;  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
-  } else {
-    throw new Error(`unsupported platform ${Process.platform}`);
   }
-  return { arch, defines, symbols, clockType, anonMapFlags };
+  return { arch, defines: hotPathDefines(platform, arch, facts), symbols, clockType, anonMapFlags };
+}
+
+/*
+ * The #defines that adapt ada_hooks.c to a platform: a pure function of what
+ * platformConfig() found, so the tests can compile every combination.
+ */
+function hotPathDefines(platform, arch, facts) {
+  if (platform === 'darwin')
+    return [
+      '#define ADA_CLOCK_MACH 1',
+      `#define ADA_MACH_NUMER ${facts.machNumer}ULL`,
+      `#define ADA_MACH_DENOM ${facts.machDenom}ULL`,
+      '#define ADA_STACK_DARWIN 1',
+      '#define ADA_SAFE_READ_MACH 1',
+    ];
+  const defines = [`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`];
+  if (facts.tsc)
+    defines.push('#define ADA_CLOCK_TSC 1');
+  defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
+  defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
+  defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
+  return defines;
 }
 
 /*
@@ -535,5 +550,8 @@ rpc.exports = {
   hook: () => agent.hook(),
   pull: (tails, budget) => agent.pull(tails, budget),
   stop: () => agent.stop(),
+  /* For the tests: compile-check the hot path for platforms this host is not. */
+  hotPathDefines: (platform, arch, facts) => hotPathDefines(platform, arch, facts),
+  cmoduleBuiltins: () => CModule.builtins,
   dispose: () => agent.dispose(),
 };

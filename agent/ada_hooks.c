@@ -47,7 +47,7 @@
 
 /* Built by TinyCC or, with the external toolchain, by gcc -O2: records are
  * assembled through typed stores into byte buffers, so no strict aliasing. */
-#if defined (__GNUC__) && !defined (__TINYC__)
+#if defined (__GNUC__) && !defined (__TINYC__) && !defined (__clang__)
 # pragma GCC optimize ("no-strict-aliasing")
 #endif
 
@@ -270,7 +270,6 @@ ada_load_acquire (volatile guint64 * p)
   return v;
 }
 #else
-# define ADA_COMPILER_BARRIER() g_atomic_int_get ((volatile gint *) &ada_state.pid)
 # define ADA_SP(ic) ((ic)->cpu_context->sp)
 # define ADA_ENTRY_RETURN_ADDRESS(ic) ((ic)->cpu_context->lr)
 # define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
@@ -417,6 +416,8 @@ ada_heartbeat (void)
 }
 
 /*
+ * Raw-tick builds only (x86_64, where ADA_COMPILER_BARRIER and TSO make the
+ * sequence count below a valid seqlock); elsewhere the agent never calls it.
  * Publish a (ticks, ns) pair of the hot path's clock and the OS clock: the
  * tightest of a few tries, ns taken midway. as_base: the start-up pair, written
  * before the host looks; otherwise the latest pair, under clock_seq (odd while
@@ -425,6 +426,7 @@ ada_heartbeat (void)
 void
 ada_clock_pair (guint32 as_base)
 {
+#ifdef ADA_TICKS
   RegionHeader * h = ada_state.region;
   guint64 best = ~0ULL, ticks = 0, ns = 0, before, tick, after;
   guint i;
@@ -452,6 +454,7 @@ ada_clock_pair (guint32 as_base)
   h->clock_pair_ns = ns;
   ADA_COMPILER_BARRIER ();
   h->clock_seq++;
+#endif
 }
 
 /* Offsets of the shared layout, so the host can check it agrees. */

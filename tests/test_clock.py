@@ -154,3 +154,33 @@ def test_ticks_long_after_the_last_pair_convert_as_exactly_as_near_ones():
     got = near.tolist() + far.tolist()
     assert all(abs(g - e) <= 1 for g, e in zip(got, expect)), (got, expect)
     assert abs(got[1] - (7_000 + 3.6e12)) < 1e4
+
+
+def test_a_counter_reset_restarts_the_model_and_is_counted():
+    """Suspend to RAM or a VM migration can reset the TSC: later events must still be right."""
+    c = TickClock(0, 0, ticks_at(20e6), int(20e6))
+    for k in range(1, 5):
+        c.observe(ticks_at(k * 1e8), int(k * 1e8))
+    before = np.array([ticks_at(4.5e8)], dtype=np.uint64)
+    c.convert(before)
+    # The counter restarts near zero while the OS clock has gone on to 10 s.
+    c.observe(ticks_at(1e6), int(10e9))
+    c.observe(ticks_at(1e8), int(10e9 + 99e6))
+    after = np.array([ticks_at(5e7), ticks_at(1e8) + 5], dtype=np.uint64)
+    c.convert(after)
+    assert c.resets == 1
+    assert int(after[0]) > int(before[0])
+    assert abs(int(after[1]) - (10e9 + 99e6)) < 2_000
+    assert abs(int(after[0]) - (10e9 + 49e6)) < 2_000
+
+
+def test_unsorted_ticks_take_the_same_path_as_sorted_ones():
+    """A hook inside a signal handler can write an event with an earlier tick after a later
+    one: conversion must not depend on the order within a batch."""
+    c = TickClock(0, 0, ticks_at(20e6), int(20e6) + 1000)
+    c.observe(ticks_at(1e8), int(1e8))
+    c.observe(ticks_at(2e8), int(2e8))
+    ticks = np.array([ticks_at(2.5e8), ticks_at(1.5e8), ticks_at(2.2e8)], dtype=np.uint64)
+    one_by_one = [c.ns_at(int(t)) for t in ticks]
+    c.convert(ticks)
+    assert ticks.tolist() == one_by_one

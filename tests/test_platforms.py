@@ -4,7 +4,9 @@ errors a user without the hardware sees."""
 
 import argparse
 import json
+import subprocess
 
+import frida
 import pytest
 
 import atf
@@ -13,7 +15,7 @@ from atf import format as F
 from helpers import run_ada
 from tracer.devices import add_target_arguments, target_from_args
 from tracer.errors import TracerError
-from tracer.recorder import resolve_transport
+from tracer.recorder import agent_sources, resolve_transport
 from tracer.selection import parse_item
 
 
@@ -134,3 +136,51 @@ def test_objc_selection_on_linux_is_a_clear_error(tmp_path, target_bin):
     out = run_ada("trace", "-o", tmp_path, "-f", target_bin("exact_calls"), "1",
                   "-m", "-[NSObject init]")
     assert out.returncode == 1 and "needs an Objective-C runtime" in out.stderr, out.stderr
+
+
+PLATFORMS = [  # (platform, Process.arch, what platformConfig() found there)
+    ("linux", "x64", {"tsc": True}),
+    ("linux", "x64", {"tsc": False}),
+    ("linux", "arm64", {"tsc": False}),
+    ("darwin", "arm64", {"machNumer": 125, "machDenom": 3}),
+]
+
+
+@pytest.fixture(scope="module")
+def agent_api(target_bin, tmp_path_factory):
+    """The real agent loaded into a real (idle) process, for its pure helpers."""
+    gate = tmp_path_factory.mktemp("gate") / "never"
+    device = frida.get_local_device()
+    pid = device.spawn([str(target_bin("exact_calls")), "1", "0", str(gate)])
+    try:
+        session = device.attach(pid)
+        script = session.create_script(agent_sources()[0], runtime="qjs")
+        script.load()
+        yield script.exports_sync
+        session.detach()
+    finally:
+        device.kill(pid)
+
+
+@pytest.mark.parametrize("platform,arch,facts", PLATFORMS,
+                         ids=["linux-x64-tsc", "linux-x64", "linux-arm64", "darwin-arm64"])
+def test_hot_path_compiles_for_every_platform(tmp_path, agent_api, platform, arch, facts):
+    """ada_hooks.c with the #defines the agent would prepend on each platform, against Frida's
+    own CModule headers, under gcc -Wall -Werror (the external toolchain's flags). Catches a
+    platform branch broken by a change made and tested on x86_64 Linux only."""
+    builtins = agent_api.cmodule_builtins()
+    for name, text in builtins["headers"].items():
+        path = tmp_path / "include" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    defines = [f"-D{k}" if v is True else f"-D{k}={v}" for k, v in builtins["defines"].items()
+               if k not in ("HAVE_I386", "HAVE_ARM64")]
+    # This host's headers lack capstone's arm64 register enum, which only names a type here.
+    defines += ["-DHAVE_I386"] if arch == "x64" else ["-DHAVE_ARM64", "-Darm64_reg=int"]
+    source = tmp_path / "module.c"
+    source.write_text("\n".join(agent_api.hot_path_defines(platform, arch, facts)) + "\n"
+                      + agent_sources()[1])
+    out = subprocess.run(["gcc", "-fsyntax-only", "-Wall", "-Werror", "-isystem",
+                          str(tmp_path / "include"), *defines, str(source)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

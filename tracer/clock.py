@@ -12,7 +12,9 @@ past yet, so an event's ns depends only on its ticks, never on when it was
 drained: threads drained in different passes stay mutually ordered. Each
 segment's slope steers the model back onto the OS clock within SLEW_NS (the
 way NTP slews), and a model more than STEP_NS behind is stepped forward (a
-suspend adds to CLOCK_BOOTTIME); it never steps back.
+suspend adds to CLOCK_BOOTTIME); it never steps back. A counter that goes
+backwards (reset by a suspend to RAM or a VM migration) restarts the model;
+`resets` counts it, and the recording warns.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 SLEW_NS = 200_000_000
 STEP_NS = 1_000_000
-MAX_SEGMENTS = 256
+MAX_SEGMENTS = 4096  # 7 minutes of pairs: older ticks than that are only in a huge RPC backlog
 RATE_BASELINE_PAIRS = 10
 SHIFT = 32
 HALF = 1 << (SHIFT - 1)
@@ -45,10 +47,12 @@ class TickClock:
                                                     maxlen=RATE_BASELINE_PAIRS)
         self._measured = rate  # the OS clock's ns per tick, from the recent pairs
         self._converted_to = base_ticks  # the newest tick converted so far
+        self.resets = 0  # times the counter went backwards
 
     @property
     def ns_per_tick(self) -> float:
-        return self._mults[-1] / (1 << SHIFT)
+        """The OS clock's rate against the counter, as measured from the recent pairs."""
+        return self._measured
 
     def ns_at(self, ticks: int) -> int:
         i = max(0, bisect.bisect_right(self._starts, ticks) - 1)
@@ -57,8 +61,13 @@ class TickClock:
     def observe(self, ticks: int, ns: int) -> None:
         """A new pair from the agent: start a segment that heads for it."""
         last_ticks, last_ns = self._pairs[-1]
-        if ticks <= last_ticks or ns <= last_ns:
-            return  # the same pair again (or a torn read that went backwards)
+        if ns <= last_ns:
+            return  # the same pair again
+        if ticks < last_ticks:
+            self._restart(ticks, ns)
+            return
+        if ticks == last_ticks:
+            return
         predicted = last_ns + (ticks - last_ticks) * self._measured
         if abs(ns - predicted) > STEP_NS:
             self._pairs.clear()  # the OS clock jumped: measure its rate afresh from here
@@ -81,32 +90,45 @@ class TickClock:
         if len(self._starts) > MAX_SEGMENTS:
             del self._starts[0], self._ns[0], self._mults[0]
 
+    def _restart(self, ticks: int, ns: int) -> None:
+        """The counter went backwards (a reset: suspend to RAM, a VM migrated): start over.
+
+        Events still in the rings from before the reset cannot be told apart by their ticks
+        and come out wrong; `resets` counts these, so the recording can say so.
+        """
+        self.resets += 1
+        self._pairs.clear()
+        self._pairs.append((ticks, ns))
+        self._starts, self._ns, self._mults = [ticks], [ns], [_fixed(self._measured)]
+        self._converted_to = ticks
+
     def convert(self, ts: np.ndarray) -> None:
         """Rewrite a uint64 array (or strided view) of ticks, in place, as ns."""
         if not len(ts):
             return
         d = ts.astype(np.int64)
-        first, last = int(d[0]), int(d[-1])
-        if first >= self._starts[-1]:  # the usual case: all in the newest segment
+        lo, hi = int(d.min()), int(d.max())
+        if lo >= self._starts[-1]:  # the usual case: all in the newest segment
             d -= self._starts[-1]
-            _scale(d, self._mults[-1])
+            _scale(d, self._mults[-1], hi - self._starts[-1])
             d += self._ns[-1]
         else:
             i = np.maximum(np.searchsorted(self._starts, d, "right") - 1, 0)
             d -= np.asarray(self._starts, dtype=np.int64)[i]
-            _scale(d, np.asarray(self._mults, dtype=np.int64)[i])
+            _scale(d, np.asarray(self._mults, dtype=np.int64)[i],
+                   max(abs(int(d.min())), abs(int(d.max()))))
             d += np.asarray(self._ns, dtype=np.int64)[i]
         ts[:] = d
-        self._converted_to = max(self._converted_to, first, last)
+        self._converted_to = max(self._converted_to, hi)
 
 
 def _fixed(rate: float) -> int:
     return max(1, round(rate * (1 << SHIFT)))
 
 
-def _scale(d: np.ndarray, mult: int | np.ndarray) -> None:
-    """d = round(d * mult / 2**SHIFT) in place; through floats where d * mult would overflow."""
-    top = max(abs(int(d.max())), abs(int(d.min())))
+def _scale(d: np.ndarray, mult: int | np.ndarray, top: int) -> None:
+    """d = round(d * mult / 2**SHIFT) in place (top: the largest |d|); through floats where
+    d * mult would overflow."""
     if top < ((1 << 62) - HALF) // int(np.max(mult)):
         d *= mult
         d += HALF

@@ -84,7 +84,7 @@ def clock_source(rec: "Recorder") -> dict[str, Any]:
     clock = rec.drain.clock
     if clock is None:
         return {"hot_path": "os"}
-    return {"hot_path": "tsc", "ns_per_tick": clock.ns_per_tick}
+    return {"hot_path": "tsc", "ns_per_tick": clock.ns_per_tick, "resets": clock.resets}
 
 
 def detail_settings(rec: "Recorder") -> dict[str, Any]:

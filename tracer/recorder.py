@@ -320,6 +320,11 @@ class Recorder:
         error = self.drain.error
         if error is not None:
             self.stop_reason = f"error: {error}"
+        if self.drain.clock is not None and self.drain.clock.resets:
+            warnings.append(f"the CPU's time-stamp counter went backwards "
+                            f"{self.drain.clock.resets} time(s) (a suspend or a VM migration): "
+                            "events recorded just before that have unreliable timestamps; "
+                            "--clock-source os avoids this")
         ended_at = _dt.datetime.now()
         self.writer.finalize()
         clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
