@@ -203,8 +203,10 @@ def main() -> None:
         print(f"  uninstrumented          : {base / 1e6:8.2f} M calls/s")
         ratios = []
         os_ratios = []
+        floors = []  # every empty-hook rate measured; single runs below compare to their median
         for k in range(args.rounds):  # interleaved: all three see the same machine state
             floor = empty_hook(exe, n)
+            floors.append(floor)
             r = ada(exe, n, tmp / "t")
             ratios.append(r.rate / floor)
             print(f"  round {k + 1}: empty CModule hook {floor / 1e6:.2f} M calls/s (Frida's floor),"
@@ -220,6 +222,7 @@ def main() -> None:
         detail_ratios = []
         for k in range(args.rounds):  # interleaved again: this VM's page cache swings a lot
             floor = empty_hook(exe, args.detail_calls)
+            floors.append(floor)
             d = ada(exe, args.detail_calls, tmp / "t", extra=("--detail",))
             detail_ratios.append(d.rate / floor)
             print(f"  round {k + 1}: ada trace --detail, {args.detail_calls / 1e6:.0f} M calls "
@@ -229,6 +232,9 @@ def main() -> None:
                   f"MB/s of detail written; the target waited {d.wait_ms:,.0f} ms for the drain")
         print(f"  --detail / empty hook   : median {sorted(detail_ratios)[len(detail_ratios) // 2]:.2f}x"
               f" over {len(detail_ratios)} rounds (target >= 0.5)")
+        floor = sorted(floors)[len(floors) // 2]
+        print(f"  single runs below: ratios to the median empty hook so far, "
+              f"{floor / 1e6:.2f} M calls/s")
         if n != args.detail_calls:
             d = ada(exe, n, tmp / "t", extra=("--detail",))
             print(f"  ada trace --detail, {n / 1e6:.0f} M calls ({d.detail_bytes / 1e9:.1f} GB of "
