@@ -9,6 +9,10 @@ With the detail lane on, each pass then moves every thread's new detail
 records to the detail sink (tracer.detail.AlwaysDetail for --detail, or
 tracer.flight.FlightRecorder), and lets it persist what it can: index first,
 detail second, always.
+
+When the agent times events with raw TSC ticks, the drain rewrites them as
+CLOCK_BOOTTIME ns in the ring itself (tracer.clock) before a writer or sink
+sees them: one place for the conversion, whatever reads the events after.
 """
 
 from __future__ import annotations
