@@ -117,19 +117,19 @@ function findVdsoClock() {
  * internal, saying why.
  */
 function compileHotPath(source, symbols, toolchain) {
+  let fallback = null;
   if (toolchain !== 'internal') {
     try {
       return { module: new CModule(source, symbols, { toolchain: 'external' }), toolchain: 'external',
-               fallback: null };
+               fallback };
     } catch (e) {
       if (toolchain === 'external')
         throw new Error(`the system toolchain cannot compile the hot path: ${firstLine(e.message)}`);
-      return { module: new CModule(source, symbols, { toolchain: 'internal' }), toolchain: 'internal',
-               fallback: firstLine(e.message) };
+      fallback = firstLine(e.message);
     }
   }
   return { module: new CModule(source, symbols, { toolchain: 'internal' }), toolchain: 'internal',
-           fallback: null };
+           fallback };
 }
 
 function firstLine(text) {

@@ -147,11 +147,8 @@ def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str,
     first = int(offsets[0]) + field_offset
     if n == 1:
         return buf[first:first + dt.itemsize].view(dt).copy()
+    stride = stride or _even_stride(offsets)
     if stride:
-        return np.ndarray((n,), dtype=dt, buffer=buf, offset=first, strides=(stride,)).copy()
-    stride = int(offsets[1] - offsets[0])
-    if stride > 0 and int(offsets[-1] - offsets[0]) == stride * (n - 1) and \
-            bool(np.all(np.diff(offsets) == stride)):
         return np.ndarray((n,), dtype=dt, buffer=buf, offset=first, strides=(stride,)).copy()
     out = np.empty(n, dtype=dt)
     lanes = np.arange(dt.itemsize, dtype=np.int64)
@@ -170,13 +167,21 @@ def scatter(buf: np.ndarray, offsets: np.ndarray, field_offset: int, values: np.
         return
     values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
     size = values.dtype.itemsize
-    if n > 1 and not stride:
-        step = int(offsets[1] - offsets[0])
-        if step > 0 and bool(np.all(np.diff(offsets) == step)):
-            stride = step
+    if n > 1:
+        stride = stride or _even_stride(offsets)
     if stride or n == 1:
         np.ndarray((n,), dtype=values.dtype, buffer=buf, offset=int(offsets[0]) + field_offset,
                    strides=(stride or size,))[:] = values
         return
     lanes = np.arange(size, dtype=np.int64)
     buf[offsets[:, None] + (field_offset + lanes)] = values.view(np.uint8).reshape(n, size)
+
+
+def _even_stride(offsets: np.ndarray) -> int:
+    """The common step of two or more increasing offsets when they are evenly spaced, else 0."""
+    n = len(offsets)
+    stride = int(offsets[1] - offsets[0])
+    if stride > 0 and int(offsets[-1] - offsets[0]) == stride * (n - 1) and \
+            bool(np.all(np.diff(offsets) == stride)):
+        return stride
+    return 0
