@@ -13,17 +13,19 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import crc32c
 import numpy as np
 
 from . import format as F
+from .direct import DirectStream
 from .errors import WriterError
 from .records import Walk, gather, walk_records
 
 _PENDING_FLUSH_BYTES = 1 << 16
 _REHASH_CHUNK = 1 << 23
+_PRESSURE_CHECK_BYTES = 32 << 20  # how often a direct-capable lane asks about the page cache
 
 
 def _byte_view(data: Any) -> memoryview:
@@ -58,14 +60,24 @@ def _rehash(fd: int, start: int, length: int) -> int:
 
 
 class _Lane:
-    """Shared bookkeeping of an append-only file with header, events and footer."""
+    """Shared bookkeeping of an append-only file with header, events and footer.
 
-    def __init__(self, path: Path) -> None:
+    With `go_direct`, the events switch to a DirectStream (atf.direct) the first time it
+    returns True (asked every 32 MiB), where the filesystem allows it; the header, footer and
+    patches always use the ordinary descriptor.
+    """
+
+    def __init__(self, path: Path, header: np.ndarray,
+                 go_direct: Callable[[], bool] | None = None) -> None:
         self.path = path
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError as e:
             raise WriterError(f"cannot create: {e.strerror}", path) from e
+        _write_all(self.fd, header.tobytes(), path)
+        self._go_direct = go_direct
+        self._pressure_checked_at = -_PRESSURE_CHECK_BYTES  # ask before the first append
+        self._stream: DirectStream | None = None
         self.count = 0
         self.bytes = 0
         self.crc = 0
@@ -75,7 +87,16 @@ class _Lane:
 
     def append(self, data: Any, count: int, first_ts: int, last_ts: int) -> None:
         data = _byte_view(data)
-        _write_all(self.fd, data, self.path)
+        if self._go_direct is not None and \
+                self.bytes - self._pressure_checked_at >= _PRESSURE_CHECK_BYTES:
+            self._pressure_checked_at = self.bytes
+            if self._go_direct():
+                self._go_direct = None
+                self._stream = DirectStream.open(self.path, self.fd, F.HEADER_SIZE + self.bytes)
+        if self._stream is not None:
+            self._stream.write(data)
+        else:
+            _write_all(self.fd, data, self.path)
         self.crc = crc32c.crc32c(data, self.crc)
         if self.count == 0:
             self.time_start = first_ts
@@ -89,15 +110,23 @@ class _Lane:
             self.crc_stale = False
         return self.crc
 
+    @property
+    def direct_from(self) -> int | None:
+        """The file offset from which events went to the disk directly, or None."""
+        return self._stream.start if self._stream is not None and self._stream.direct else None
+
     def finish(self, footer: np.ndarray, header: np.ndarray) -> None:
         """Footer first, then the real header: a kill in between still reads as clean."""
-        _write_all(self.fd, footer.tobytes(), self.path)
         try:
+            if self._stream is not None:
+                self._stream.close()  # a failed stream leaves the file as a crash would
+            os.pwrite(self.fd, footer.tobytes(), F.HEADER_SIZE + self.bytes)
             os.pwrite(self.fd, header.tobytes(), 0)
-            os.close(self.fd)
         except OSError as e:
             raise WriterError(f"cannot finalize: {e.strerror}", self.path) from e
-        self.fd = -1
+        finally:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class ThreadWriter:
@@ -105,11 +134,12 @@ class ThreadWriter:
 
     Bulk appends take a numpy array of format.INDEX_EVENT or raw 32-byte records
     exactly as the drain hands them over; single events go through a small
-    buffer. detail.atf is created on the first detail event.
+    buffer. detail.atf is created on the first detail event; `direct_detail` says when its
+    events should go straight to the disk (see _Lane; the recorder's choice, as it writes GBs).
     """
 
     def __init__(self, directory: str | os.PathLike, *, thread_id: int, arch: int, os_id: int,
-                 clock_type: int) -> None:
+                 clock_type: int, direct_detail: Callable[[], bool] | None = None) -> None:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -119,14 +149,14 @@ class ThreadWriter:
         self.arch = arch
         self.os_id = os_id
         self.clock_type = clock_type
-        self._index = _Lane(self.directory / "index.atf")
+        self.direct_detail = direct_detail
+        self._detail: _Lane | None = None
+        self._detail_seq_range: tuple[int, int] | None = None
+        self._index = _Lane(self.directory / "index.atf", self._index_header())
         self._pending = bytearray()
         self._pending_count = 0
         self._pending_first_ts = 0
-        self._detail: _Lane | None = None
-        self._detail_seq_range: tuple[int, int] | None = None
         self.closed = False
-        _write_all(self._index.fd, self._index_header().tobytes(), self._index.path)
 
     # --- index lane -------------------------------------------------------------
 
@@ -137,6 +167,11 @@ class ThreadWriter:
     @property
     def detail_count(self) -> int:
         return self._detail.count if self._detail else 0
+
+    @property
+    def detail_direct_from(self) -> int | None:
+        """The detail.atf offset from which events went straight to the disk, or None."""
+        return self._detail.direct_from if self._detail else None
 
     @property
     def index_time_range(self) -> tuple[int, int] | None:
@@ -278,8 +313,8 @@ class ThreadWriter:
 
     def _detail_lane(self) -> _Lane:
         if self._detail is None:
-            self._detail = _Lane(self.directory / "detail.atf")
-            _write_all(self._detail.fd, self._detail_header().tobytes(), self._detail.path)
+            self._detail = _Lane(self.directory / "detail.atf", self._detail_header(),
+                                 go_direct=self.direct_detail)
             # The index header says a detail file exists from now on.
             try:
                 os.pwrite(self._index.fd, self._index_header().tobytes(), 0)
@@ -327,24 +362,26 @@ class ThreadWriter:
         if self.closed:
             return
         self._flush_pending()
-        if self._detail is not None:
-            d = self._detail
-            footer = np.zeros((), dtype=F.DETAIL_FOOTER)
-            footer["magic"] = F.DETAIL_FOOTER_MAGIC
-            footer["checksum"] = d.checksum()
-            footer["event_count"] = d.count
-            footer["bytes_length"] = d.bytes
-            footer["time_start_ns"], footer["time_end_ns"] = d.time_start, d.time_end
-            d.finish(footer, self._detail_header(final=True))
-        ix = self._index
-        footer = np.zeros((), dtype=F.INDEX_FOOTER)
-        footer["magic"] = F.INDEX_FOOTER_MAGIC
-        footer["checksum"] = ix.checksum()
-        footer["event_count"] = ix.count
-        footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
-        footer["bytes_written"] = ix.bytes
-        ix.finish(footer, self._index_header(final=True))
-        self.closed = True
+        try:
+            if self._detail is not None:
+                d = self._detail
+                footer = np.zeros((), dtype=F.DETAIL_FOOTER)
+                footer["magic"] = F.DETAIL_FOOTER_MAGIC
+                footer["checksum"] = d.checksum()
+                footer["event_count"] = d.count
+                footer["bytes_length"] = d.bytes
+                footer["time_start_ns"], footer["time_end_ns"] = d.time_start, d.time_end
+                d.finish(footer, self._detail_header(final=True))
+        finally:  # a detail lane that cannot be finished leaves the index lane finished
+            self.closed = True
+            ix = self._index
+            footer = np.zeros((), dtype=F.INDEX_FOOTER)
+            footer["magic"] = F.INDEX_FOOTER_MAGIC
+            footer["checksum"] = ix.checksum()
+            footer["event_count"] = ix.count
+            footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
+            footer["bytes_written"] = ix.bytes
+            ix.finish(footer, self._index_header(final=True))
 
     def _check_open(self) -> None:
         if self.closed:
@@ -381,7 +418,8 @@ class SessionWriter:
     """Creates `<output>/session_YYYYMMDD_HHMMSS/pid_N/` and the thread writers inside it."""
 
     def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
-                 clock_type: int, started: _dt.datetime | None = None) -> None:
+                 clock_type: int, started: _dt.datetime | None = None,
+                 direct_detail: Callable[[], bool] | None = None) -> None:
         started = started or _dt.datetime.now()
         stamp = started.strftime("session_%Y%m%d_%H%M%S")
         base = Path(output_dir)
@@ -401,12 +439,14 @@ class SessionWriter:
         self.path = candidate
         self.pid = pid
         self.arch, self.os_id, self.clock_type = arch, os_id, clock_type
+        self.direct_detail = direct_detail
         self.threads: list[ThreadWriter] = []
 
     def add_thread(self, thread_id: int) -> ThreadWriter:
         """A writer for the next thread in registration order (thread_0, thread_1, ...)."""
         writer = ThreadWriter(self.path / f"thread_{len(self.threads)}", thread_id=thread_id,
-                              arch=self.arch, os_id=self.os_id, clock_type=self.clock_type)
+                              arch=self.arch, os_id=self.os_id, clock_type=self.clock_type,
+                              direct_detail=self.direct_detail)
         self.threads.append(writer)
         return writer
 
@@ -415,8 +455,15 @@ class SessionWriter:
         return write_json_atomic(self.path / "manifest.json", manifest)
 
     def finalize(self) -> None:
+        """Finalize every thread's files; a failure in one does not stop the others."""
+        first: WriterError | None = None
         for t in self.threads:
-            t.finalize()
+            try:
+                t.finalize()
+            except WriterError as e:
+                first = first or e
+        if first is not None:
+            raise first
 
 
 def write_json_atomic(path: Path, data: dict) -> Path:

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Drain benchmark: the host side of --detail alone, without Frida or a target.
 
-Run: .venv/bin/python scripts/bench_drain.py [--gb N] [--out DIR] [--tsc]
+Run: .venv/bin/python scripts/bench_drain.py [--gb N] [--out DIR] [--tsc] [--direct]
 This script plays the producer: it fills one thread's index and detail rings (in an ordinary
 buffer laid out as the shared region) with valid records, a pass's worth at a time, and times
 only Drain.drain_once(), the code that runs in `ada trace --detail`: walk and check the records,
-convert timestamps (--tsc), write both lanes with their checksums. It prints the drain's
+convert timestamps (--tsc), write both lanes with their checksums (detail.atf through the page
+cache, or with --direct straight to the disk as `ada trace --detail-io direct` does). It prints the drain's
 throughput in detail GB/s and records/s, and what that means in calls/s of a target (two
 records per call), to compare with the empty-hook rate that scripts/bench_trace.py measures.
 The live benchmark swings with this VM's load; this one isolates the drain's own cost.
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None,
                     help="where the session goes (default: a temporary directory on disk)")
     ap.add_argument("--tsc", action="store_true", help="raw-tick timestamps, converted")
+    ap.add_argument("--direct", action="store_true",
+                    help="detail.atf straight to the disk (O_DIRECT) from the start")
     ap.add_argument("--pass-kb", type=int, default=1024,
                     help="detail produced between two drain passes (default 1024 KB)")
     args = ap.parse_args()
@@ -85,7 +88,8 @@ def main() -> None:
     rings = RingReader(buf, geometry)
     base = Path(tempfile.mkdtemp(prefix="ada-bench-drain-", dir=args.out))
     session = SessionWriter(base, 1, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                            clock_type=F.CLOCK_BOOTTIME)
+                            clock_type=F.CLOCK_BOOTTIME,
+                            direct_detail=(lambda: True) if args.direct else None)
     drain = Drain(rings, session, AlwaysDetail())
     per_pass = max(2, (args.pass_kb << 10) // RECORD // 2 * 2)
     total = int(args.gb * 1e9) // RECORD // per_pass * per_pass
@@ -123,7 +127,9 @@ def main() -> None:
         if written != total:
             raise SystemExit(f"drain wrote {written} detail records, expected {total}")
         gbs = total * RECORD / busy / 1e9
-        print(f"drain, --detail path{' with TSC conversion' if args.tsc else ''}: "
+        how = (" with TSC conversion" if args.tsc else "") + \
+            (", detail.atf direct (O_DIRECT)" if drain.writers[0].detail_direct_from else "")
+        print(f"drain, --detail path{how}: "
               f"{total:,} records ({total * RECORD / 1e9:.2f} GB) in {busy:.2f} s of drain time "
               f"({per_pass:,} records a pass)")
         print(f"  {gbs:.2f} GB/s of detail = {total / busy / 1e6:.2f} M records/s = "

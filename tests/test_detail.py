@@ -176,14 +176,19 @@ def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin):
-    """252-byte records in a 4 KiB ring wrap and straddle its end all the time."""
+@pytest.mark.parametrize("io", ["cached", "direct"])
+def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io):
+    """252-byte records in a 4 KiB ring wrap and straddle its end all the time; detail.atf
+    through the page cache, or straight to the disk (O_DIRECT) from its first record."""
     n = 20000
     s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
-                 "--detail", "--detail-ring-kb", "4")
+                 "--detail", "--detail-ring-kb", "4", "--detail-io", io)
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n
     assert [t.detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
+    assert s.manifest["detail"]["io"] == io
+    assert s.manifest["threads"][0]["detail_direct_from"] == \
+        (F.HEADER_SIZE if io == "direct" else None)
     assert_verify_clean(s.path)
 
 

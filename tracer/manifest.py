@@ -27,7 +27,8 @@ def build_manifest(rec: "Recorder", *, ended_at: _dt.datetime, clean: bool) -> d
                         "index_events": w.index_count, "detail_events": w.detail_count,
                         "drops": drain.stats.drops[slot],
                         "detail_drops": drain.stats.detail_drops[slot],
-                        "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3)})
+                        "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3),
+                        "detail_direct_from": w.detail_direct_from})
     ranges = [r for r in (w.index_time_range for w in drain.writers) if r is not None]
     modules: dict[int, dict[str, Any]] = {}
     symbols = []
@@ -94,6 +95,7 @@ def detail_settings(rec: "Recorder") -> dict[str, Any]:
         return {"mode": "off"}
     settings: dict[str, Any] = {
         "mode": o.detail, "stack_bytes": o.stack_bytes, "ring_bytes": o.detail_ring_bytes,
+        "io": o.detail_io,
         "captured_bytes": rec.drain.stats.detail_bytes,
         "dropped": sum(rec.drain.stats.detail_drops)}
     if rec.always is not None:

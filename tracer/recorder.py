@@ -21,7 +21,9 @@ from typing import Any, Callable
 
 import frida
 
+from atf import AtfError
 from atf import format as F
+from atf.direct import dirty_pressure
 from atf.writer import SessionWriter
 
 from .detail import AlwaysDetail
@@ -35,6 +37,9 @@ from .rings import (DETAIL_ALWAYS, DETAIL_OFF, DETAIL_WINDOW, POLICY_DROP, POLIC
 from .transport import RpcMirror
 
 DETAIL_MODES = {"off": DETAIL_OFF, "always": DETAIL_ALWAYS, "window": DETAIL_WINDOW}
+# --detail-io: when a thread's detail.atf switches from the page cache to O_DIRECT (atf.direct)
+DETAIL_IO: dict[str, Callable[[], bool] | None] = {
+    "auto": dirty_pressure, "direct": lambda: True, "cached": None}
 
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
 
@@ -60,6 +65,7 @@ class TraceOptions:
     transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
     clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
     toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
+    detail_io: str = "auto"  # how detail.atf is written: a key of DETAIL_IO
 
 
 @dataclass
@@ -237,7 +243,8 @@ class Recorder:
         self.writer = SessionWriter(o.output, self.pid or 0, arch=arch,
                                     os_id=_os_code(self.device, self.agent_info),
                                     clock_type=self.agent_info["clockType"],
-                                    started=self.started_at)
+                                    started=self.started_at,
+                                    direct_detail=DETAIL_IO[o.detail_io])
         sink: AlwaysDetail | FlightRecorder | None = None
         if o.detail == "always":
             sink = self.always = AlwaysDetail()
@@ -326,7 +333,11 @@ class Recorder:
                             "events recorded just before that have unreliable timestamps; "
                             "--clock-source os avoids this")
         ended_at = _dt.datetime.now()
-        self.writer.finalize()
+        try:
+            self.writer.finalize()
+        except AtfError as e:  # what could not be finished reads as recovered, as after a crash
+            if error is None:
+                self.stop_reason = f"error: {e}"
         clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
         manifest = build_manifest(self, ended_at=ended_at, clean=clean)
         self.writer.write_manifest(manifest)

@@ -80,6 +80,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--pre-roll-buffer-mb", type=positive_int, default=256, metavar="MB",
                    help="memory for detail waiting for a trigger (default 256); if it cuts a "
                    "window short, the manifest and status line say by how much")
+    d.add_argument("--detail-io", choices=("auto", "direct", "cached"), default="auto",
+                   help="how detail.atf is written: auto goes through the page cache until "
+                   "the kernel starts writing back dirty pages, then straight to the disk "
+                   "(O_DIRECT, Linux); direct does that from the start; cached never does")
     d.add_argument("--detail-ring-kb", type=positive_int, default=4096, metavar="KB",
                    help="detail ring per thread in KiB, a power of two (default 4096)")
     p.set_defaults(run=run, parser=p)
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                            pre_roll_buffer_mb=args.pre_roll_buffer_mb,
                            triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms,
                            transport=args.transport, clock_source=args.clock_source,
-                           toolchain=args.cmodule_toolchain)
+                           toolchain=args.cmodule_toolchain, detail_io=args.detail_io)
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info,

@@ -1,0 +1,199 @@
+"""Detail lanes written straight to the disk (atf.direct): the same bytes as through the cache.
+
+The staging ring is 16 MiB, so the larger cases here wrap it; record sizes vary so that the
+direct writes cut records at block edges. Fallbacks and write errors are forced by replacing
+os functions inside atf.direct (this is the atf library alone: no Frida involved).
+"""
+
+import errno
+import os
+
+import numpy as np
+import pytest
+
+import atf
+from atf import direct
+from atf import format as F
+from atf.errors import WriterError
+from atf.records import scatter
+from atf.writer import ThreadWriter
+
+
+def records(n, first_seq, stack_sizes=(128, 0, 200, 7)):
+    """n function records with a mix of stack window sizes, as raw bytes."""
+    period = bytearray()
+    for i, stack in enumerate(stack_sizes):
+        rec = np.zeros((), dtype=F.FUNCTION_RECORD_R1)
+        rec["total_length"] = F.FUNCTION_RECORD_FIXED_SIZE + stack
+        rec["event_type"] = F.DETAIL_FUNCTION_CALL if i % 2 == 0 else F.DETAIL_FUNCTION_RETURN
+        rec["thread_id"] = 7
+        rec["function_id"] = i
+        rec["regs"] = np.arange(8, dtype=np.uint64) + i
+        rec["stack_size"] = stack
+        period += rec.tobytes() + bytes((i + k) & 0xFF for k in range(stack))
+    sizes = np.array([F.FUNCTION_RECORD_FIXED_SIZE + s for s in stack_sizes])
+    reps = -(-n // len(sizes))
+    lengths = np.tile(sizes, reps)[:n]
+    buf = np.frombuffer(bytes(period) * reps, dtype=np.uint8)[:lengths.sum()].copy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    seqs = first_seq + np.arange(n, dtype=np.uint32)
+    scatter(buf, offsets, 8, seqs)
+    scatter(buf, offsets, 16, 1000 + 10 * seqs.astype(np.uint64))
+    return buf.tobytes()
+
+
+def index_events(n):
+    ev = np.zeros(n, dtype=F.INDEX_EVENT)
+    ev["timestamp_ns"] = 1000 + 10 * np.arange(n, dtype=np.uint64)
+    ev["thread_id"] = 7
+    ev["event_kind"] = np.where(np.arange(n) % 2 == 0, F.EVENT_CALL, F.EVENT_RETURN)
+    ev["detail_seq"] = np.arange(n, dtype=np.uint32)
+    return ev
+
+
+def write_thread(directory, chunks, go_direct):
+    """One thread's lanes: index events first, then their detail records in `chunks`."""
+    n = sum(c[1] for c in chunks)
+    w = ThreadWriter(directory, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                     clock_type=F.CLOCK_BOOTTIME, direct_detail=go_direct)
+    w.append_index(index_events(n))
+    for data, _ in chunks:
+        w.append_detail(data)
+    w.finalize()
+    return w
+
+
+def make_chunks(counts):
+    chunks, seq = [], 0
+    for c in counts:
+        chunks.append((records(c, seq), c))
+        seq += c
+    return chunks
+
+
+@pytest.fixture(scope="module")
+def big_chunks():
+    # About 44 MB in pieces of odd sizes: more than twice the staging ring, and more than
+    # the 32 MiB after which a lane asks again whether to go direct.
+    return make_chunks([1, 2, 3] + [3001] * 70 + [5])
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory, big_chunks):
+    d = tmp_path_factory.mktemp("cached") / "thread_0"
+    write_thread(d, big_chunks, None)
+    return d
+
+
+def same_files(a, b):
+    for name in ("index.atf", "detail.atf"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_direct_from_the_start_writes_the_same_files(tmp_path, big_chunks, cached):
+    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    assert w.detail_direct_from == F.HEADER_SIZE
+    same_files(tmp_path / "thread_0", cached)
+    report = atf.verify(tmp_path / "thread_0")
+    assert report.ok and not report.recovered, report.to_dict()
+
+
+def test_switching_to_direct_mid_file_writes_the_same_files(tmp_path, big_chunks, cached):
+    asked = []
+
+    def go_direct():  # no at the first append, yes when asked again
+        asked.append(1)
+        return len(asked) >= 2
+
+    w = write_thread(tmp_path / "thread_0", big_chunks, go_direct)
+    assert len(asked) == 2  # asked before the first append, then once 32 MiB went by
+    assert w.detail_direct_from is not None
+    assert w.detail_direct_from > 32 << 20 and w.detail_direct_from % 4096 != 0
+    same_files(tmp_path / "thread_0", cached)
+
+
+def test_a_small_lane_that_never_fills_a_block(tmp_path):
+    chunks = make_chunks([1, 1])
+    a = write_thread(tmp_path / "a" / "thread_0", chunks, lambda: True)
+    write_thread(tmp_path / "b" / "thread_0", chunks, None)
+    assert a.detail_direct_from == F.HEADER_SIZE
+    same_files(tmp_path / "a" / "thread_0", tmp_path / "b" / "thread_0")
+
+
+def test_no_o_direct_at_open_means_the_page_cache(tmp_path, monkeypatch, big_chunks, cached):
+    real_open = os.open
+
+    def refusing_open(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct.os, "open", refusing_open)
+    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    assert w.detail_direct_from is None
+    same_files(tmp_path / "thread_0", cached)
+
+
+def test_a_refused_direct_write_falls_back_with_nothing_lost(tmp_path, monkeypatch, big_chunks,
+                                                              cached):
+    real_open, real_pwrite = os.open, os.pwrite
+    direct_fds = set()
+
+    def tracking_open(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if flags & os.O_DIRECT:
+            direct_fds.add(fd)
+        return fd
+
+    def refusing_pwrite(fd, data, offset):
+        if fd in direct_fds:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "open", tracking_open)
+    monkeypatch.setattr(direct.os, "pwrite", refusing_pwrite)
+    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    assert direct_fds, "a direct descriptor was opened"
+    assert w.detail_direct_from is None
+    same_files(tmp_path / "thread_0", cached)
+
+
+def test_a_failing_disk_is_a_writer_error_and_the_index_lane_still_finishes(tmp_path, monkeypatch,
+                                                                            big_chunks):
+    real_pwrite = os.pwrite
+
+    def full_disk(fd, data, offset):
+        if offset >= 8 << 20:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "pwrite", full_disk)
+    d = tmp_path / "thread_0"
+    n = sum(c[1] for c in big_chunks)
+    w = ThreadWriter(d, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                     clock_type=F.CLOCK_BOOTTIME, direct_detail=lambda: True)
+    w.append_index(index_events(n))
+    with pytest.raises(WriterError, match="No space left on device"):
+        for data, _ in big_chunks:  # 44 MB: more than the staging ring holds past the failure
+            w.append_detail(data)
+    with pytest.raises(WriterError, match="No space left on device"):
+        w.finalize()
+    w.finalize()  # done: idempotent after the failure
+    report = atf.verify(d)
+    states = {os.path.basename(f.path): f.state for f in report.files}
+    assert states["index.atf"] == "clean"
+    assert states["detail.atf"] == "recovered"  # everything written before the failure reads
+
+
+@pytest.mark.parametrize("dirty, expected", [(100, False), (600, True), (900, True)])
+def test_dirty_pressure_is_the_kernels_background_threshold(tmp_path, dirty, expected):
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text(f"nr_free_pages 5\nnr_dirty {dirty - 50}\nnr_writeback 50\n"
+                      "nr_dirty_threshold 1200\nnr_dirty_background_threshold 600\n")
+    assert direct.dirty_pressure(vmstat) is expected
+
+
+def test_dirty_pressure_without_vmstat_is_no_pressure(tmp_path):
+    assert direct.dirty_pressure(tmp_path / "missing") is False
+    (tmp_path / "partial").write_text("nr_dirty 5\n")
+    assert direct.dirty_pressure(tmp_path / "partial") is False
