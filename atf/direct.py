@@ -31,8 +31,8 @@ from pathlib import Path
 from .errors import WriterError
 
 BLOCK = 4096  # alignment of buffer, offset and length for O_DIRECT (any logical block size <= 4K)
-STAGE_BYTES = 16 << 20  # staged and not yet written, at most
-WRITE_BYTES = 4 << 20  # largest single write: the staging ring frees up as each one lands
+STAGE_BYTES = 8 << 20  # staged and not yet written, at most (per lane)
+WRITE_BYTES = 2 << 20  # largest single write: the staging ring frees up as each one lands
 
 
 VMSTAT = Path("/proc/vmstat")

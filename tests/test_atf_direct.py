@@ -1,6 +1,6 @@
 """Detail lanes written straight to the disk (atf.direct): the same bytes as through the cache.
 
-The staging ring is 16 MiB, so the larger cases here wrap it; record sizes vary so that the
+The staging ring is 8 MiB, so the larger cases here wrap it; record sizes vary so that the
 direct writes cut records at block edges. Fallbacks and write errors are forced by replacing
 os functions inside atf.direct (this is the atf library alone: no Frida involved).
 """
@@ -73,7 +73,7 @@ def make_chunks(counts):
 
 @pytest.fixture(scope="module")
 def big_chunks():
-    # About 44 MB in pieces of odd sizes: more than twice the staging ring, and more than
+    # About 44 MB in pieces of odd sizes: several times the staging ring, and more than
     # the 32 MiB after which a lane asks again whether to go direct.
     return make_chunks([1, 2, 3] + [3001] * 70 + [5])
 
