@@ -92,7 +92,7 @@ class DirectStream:
         self._head = self._tail  # staged up to here
         partial = os.pread(fd, end - self._tail, self._tail)
         self._closing = False
-        self._error: OSError | None = None
+        self._error: Exception | None = None  # the writer thread's failure, raised to the caller
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="ada-direct-writer", daemon=True)
         self._thread.start()
@@ -138,7 +138,8 @@ class DirectStream:
 
     def _check(self) -> None:
         if self._error is not None:
-            raise WriterError(f"cannot write: {self._error.strerror}", self.path)
+            reason = getattr(self._error, "strerror", None) or str(self._error)
+            raise WriterError(f"cannot write: {reason}", self.path)
 
     def _release(self) -> None:
         if self._direct_fd >= 0:
@@ -162,7 +163,7 @@ class DirectStream:
                 with self._cond:
                     self._tail = end
                     self._cond.notify_all()
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - never a silent death: the producer would wait forever
             e.__traceback__ = None  # its frames hold views of the staging ring
             with self._cond:
                 self._error = e
