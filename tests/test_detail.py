@@ -90,10 +90,12 @@ def test_function_trigger_window(tmp_path, target_bin):
 
 
 def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin):
+    """Also the flight recorder's persisted detail written straight to the disk."""
     s, _ = trace(tmp_path, "-f", target_bin("steady"), "1500", "400", "480", "1200",
                  "-i", "steady!tick", "--trigger", "steady!trigger",
-                 "--pre-roll-ms", "60", "--post-roll-ms", "60")
+                 "--pre-roll-ms", "60", "--post-roll-ms", "60", "--detail-io", "direct")
     m = s.manifest
+    assert [t["detail_direct_from"] for t in m["threads"] if t["has_detail"]] == [F.HEADER_SIZE]
     assert len(m["triggers"]) == 3
     t = sorted(x["timestamp_ns"] for x in m["triggers"])
     assert [(w["start_ns"], w["end_ns"]) for w in m["windows"]] == [
