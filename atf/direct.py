@@ -15,9 +15,10 @@ footer after it) is written through the lane's ordinary descriptor on close. A p
 with SIGKILL loses what was staged but not yet written (at most STAGE_BYTES); readers recover
 everything before it as usual.
 
-Linux only (os.O_DIRECT, /proc/vmstat). `DirectStream.open` returns None where O_DIRECT is not
-available or the filesystem refuses it at open; a filesystem that refuses the first direct write
-makes the thread fall back to the ordinary descriptor, with the staged bytes intact.
+Linux only (os.O_DIRECT, /proc/vmstat). `DirectStream.open` returns None (the lane stays in the
+page cache) where O_DIRECT is not available or the second descriptor cannot be had; a
+filesystem that refuses a direct write makes the thread fall back to the ordinary descriptor,
+with the staged bytes intact.
 """
 
 from __future__ import annotations
@@ -48,12 +49,21 @@ def dirty_pressure(vmstat: Path = VMSTAT) -> bool:
     values = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name in ("nr_dirty", "nr_writeback", "nr_dirty_threshold",
-                    "nr_dirty_background_threshold"):
+        if name in ("nr_dirty", "nr_writeback", "nr_dirty_background_threshold"):
             values[name] = int(value)
-    if len(values) < 4:
+    if len(values) < 3:
         return False
     return values["nr_dirty"] + values["nr_writeback"] >= values["nr_dirty_background_threshold"]
+
+
+MIN_DIRECT_LANE = 32 << 20  # below this a lane stays in the page cache under --detail-io auto
+
+
+def worth_going_direct(lane_bytes: int) -> bool:
+    """--detail-io auto: a lane that has written MIN_DIRECT_LANE goes direct once the page cache
+    is under pressure. Small lanes never do: a staging ring and a thread each would cost more
+    than they save."""
+    return lane_bytes >= MIN_DIRECT_LANE and dirty_pressure()
 
 
 class DirectStream:
@@ -62,28 +72,31 @@ class DirectStream:
     @classmethod
     def open(cls, path: Path, fd: int, end: int) -> "DirectStream | None":
         """A stream for `path` (ordinary descriptor `fd`, `end` bytes long); None if
-        O_DIRECT cannot be used there."""
+        O_DIRECT cannot be used there (no flag, refused, out of descriptors or threads)."""
         flag = getattr(os, "O_DIRECT", 0)
         if not flag:
             return None
+        same_file = f"/proc/self/fd/{fd}"  # the open file itself, even if renamed meanwhile
         try:
-            direct_fd = os.open(path, os.O_WRONLY | flag)
-        except OSError as e:
-            if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
-                return None
-            raise WriterError(f"cannot open: {e.strerror}", path) from e
+            direct_fd = os.open(same_file if os.path.exists(same_file) else path,
+                                os.O_WRONLY | flag)
+        except OSError:
+            return None
         try:
             return cls(path, fd, direct_fd, end)
         except OSError as e:
             os.close(direct_fd)
             raise WriterError(f"cannot read back: {e.strerror}", path) from e
+        except RuntimeError:  # no thread to be had
+            os.close(direct_fd)
+            return None
 
     def __init__(self, path: Path, fd: int, direct_fd: int, end: int) -> None:
         self.path = path
         self.start = end
         self._fd = fd  # ordinary descriptor: the fallback, and the last partial block
         self._direct_fd = direct_fd  # -1 once closed or given up
-        self._refused = False  # the filesystem refused a direct write
+        self.direct_bytes = 0  # written with O_DIRECT so far
         self._stage = mmap.mmap(-1, STAGE_BYTES)  # page aligned, as O_DIRECT needs
         self._view = memoryview(self._stage)
         # Positions are file offsets. Staging starts at the block the file ends in (read back),
@@ -91,17 +104,14 @@ class DirectStream:
         self._tail = end & ~(BLOCK - 1)  # written up to here (a multiple of BLOCK)
         self._head = self._tail  # staged up to here
         partial = os.pread(fd, end - self._tail, self._tail)
+        if len(partial) != end - self._tail:
+            raise OSError(errno.EIO, "short read of the file's last block")
         self._closing = False
         self._error: Exception | None = None  # the writer thread's failure, raised to the caller
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="ada-direct-writer", daemon=True)
         self._thread.start()
         self.write(memoryview(partial))
-
-    @property
-    def direct(self) -> bool:
-        """False once the filesystem refused a direct write (the rest went through the cache)."""
-        return not self._refused
 
     def write(self, data: memoryview) -> None:
         """Stage `data` (a flat byte view); waits while the staging ring is full."""
@@ -173,13 +183,13 @@ class DirectStream:
         if self._direct_fd >= 0:
             try:
                 self._pwrite_all(self._direct_fd, start, end)
+                self.direct_bytes += end - start
                 return
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     raise
                 os.close(self._direct_fd)  # the filesystem will not take direct writes
                 self._direct_fd = -1
-                self._refused = True
         self._pwrite_all(self._fd, start, end)
 
     def _pwrite_all(self, fd: int, start: int, end: int) -> None:
@@ -188,4 +198,7 @@ class DirectStream:
         while pos < end:
             at = pos % STAGE_BYTES
             n = min(end - pos, STAGE_BYTES - at)
-            pos += os.pwrite(fd, self._view[at:at + n], pos)
+            written = os.pwrite(fd, self._view[at:at + n], pos)
+            if written <= 0:
+                raise OSError(errno.EIO, "a write made no progress")
+            pos += written

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,13 +63,13 @@ def _rehash(fd: int, start: int, length: int) -> int:
 class _Lane:
     """Shared bookkeeping of an append-only file with header, events and footer.
 
-    With `go_direct`, the events switch to a DirectStream (atf.direct) the first time it
-    returns True (asked every 32 MiB), where the filesystem allows it; the header, footer and
-    patches always use the ordinary descriptor.
+    With `go_direct(bytes_so_far)`, the events switch to a DirectStream (atf.direct) the first
+    time it returns True (asked at the first append, then every 32 MiB), where the filesystem
+    allows it; the header, footer and patches always use the ordinary descriptor.
     """
 
     def __init__(self, path: Path, header: np.ndarray,
-                 go_direct: Callable[[], bool] | None = None) -> None:
+                 go_direct: Callable[[int], bool] | None = None) -> None:
         self.path = path
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -90,7 +91,7 @@ class _Lane:
         if self._go_direct is not None and \
                 self.bytes - self._pressure_checked_at >= _PRESSURE_CHECK_BYTES:
             self._pressure_checked_at = self.bytes
-            if self._go_direct():
+            if self._go_direct(self.bytes):
                 self._go_direct = None
                 self._stream = DirectStream.open(self.path, self.fd, F.HEADER_SIZE + self.bytes)
         if self._stream is not None:
@@ -112,8 +113,10 @@ class _Lane:
 
     @property
     def direct_from(self) -> int | None:
-        """The file offset from which events went to the disk directly, or None."""
-        return self._stream.start if self._stream is not None and self._stream.direct else None
+        """The file offset at which the lane switched to a DirectStream, or None if no byte
+        went to the disk directly (no switch, too little written since, or refused)."""
+        s = self._stream
+        return s.start if s is not None and s.direct_bytes else None
 
     def finish(self, footer: np.ndarray, header: np.ndarray) -> None:
         """Footer first, then the real header: a kill in between still reads as clean."""
@@ -125,8 +128,12 @@ class _Lane:
         except OSError as e:
             raise WriterError(f"cannot finalize: {e.strerror}", self.path) from e
         finally:
-            os.close(self.fd)
-            self.fd = -1
+            fd, self.fd = self.fd, -1
+            try:
+                os.close(fd)
+            except OSError as e:  # only if nothing else failed first: that error says more
+                if sys.exc_info()[0] is None:
+                    raise WriterError(f"cannot close: {e.strerror}", self.path) from e
 
 
 class ThreadWriter:
@@ -139,7 +146,7 @@ class ThreadWriter:
     """
 
     def __init__(self, directory: str | os.PathLike, *, thread_id: int, arch: int, os_id: int,
-                 clock_type: int, direct_detail: Callable[[], bool] | None = None) -> None:
+                 clock_type: int, direct_detail: Callable[[int], bool] | None = None) -> None:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -361,27 +368,42 @@ class ThreadWriter:
         """Write footers (with CRC32-C) and the real headers. Idempotent."""
         if self.closed:
             return
-        self._flush_pending()
-        try:
-            if self._detail is not None:
-                d = self._detail
-                footer = np.zeros((), dtype=F.DETAIL_FOOTER)
-                footer["magic"] = F.DETAIL_FOOTER_MAGIC
-                footer["checksum"] = d.checksum()
-                footer["event_count"] = d.count
-                footer["bytes_length"] = d.bytes
-                footer["time_start_ns"], footer["time_end_ns"] = d.time_start, d.time_end
-                d.finish(footer, self._detail_header(final=True))
-        finally:  # a detail lane that cannot be finished leaves the index lane finished
-            self.closed = True
-            ix = self._index
-            footer = np.zeros((), dtype=F.INDEX_FOOTER)
-            footer["magic"] = F.INDEX_FOOTER_MAGIC
-            footer["checksum"] = ix.checksum()
-            footer["event_count"] = ix.count
-            footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
-            footer["bytes_written"] = ix.bytes
-            ix.finish(footer, self._index_header(final=True))
+        self.closed = True
+        # Whatever fails, every step is tried: each lane is finished as far as it can be (the
+        # detail already staged only links to index events already written). The first error
+        # is raised.
+        errors = []
+        for step in (self._flush_pending, self._finish_detail, self._finish_index):
+            try:
+                step()
+            except WriterError as e:
+                errors.append(e)
+            except OSError as e:
+                errors.append(WriterError(f"cannot finalize: {e.strerror}", self.directory))
+        if errors:
+            raise errors[0]
+
+    def _finish_detail(self) -> None:
+        d = self._detail
+        if d is None:
+            return
+        footer = np.zeros((), dtype=F.DETAIL_FOOTER)
+        footer["magic"] = F.DETAIL_FOOTER_MAGIC
+        footer["checksum"] = d.checksum()
+        footer["event_count"] = d.count
+        footer["bytes_length"] = d.bytes
+        footer["time_start_ns"], footer["time_end_ns"] = d.time_start, d.time_end
+        d.finish(footer, self._detail_header(final=True))
+
+    def _finish_index(self) -> None:
+        ix = self._index
+        footer = np.zeros((), dtype=F.INDEX_FOOTER)
+        footer["magic"] = F.INDEX_FOOTER_MAGIC
+        footer["checksum"] = ix.checksum()
+        footer["event_count"] = ix.count
+        footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
+        footer["bytes_written"] = ix.bytes
+        ix.finish(footer, self._index_header(final=True))
 
     def _check_open(self) -> None:
         if self.closed:
@@ -419,7 +441,7 @@ class SessionWriter:
 
     def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
                  clock_type: int, started: _dt.datetime | None = None,
-                 direct_detail: Callable[[], bool] | None = None) -> None:
+                 direct_detail: Callable[[int], bool] | None = None) -> None:
         started = started or _dt.datetime.now()
         stamp = started.strftime("session_%Y%m%d_%H%M%S")
         base = Path(output_dir)

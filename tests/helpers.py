@@ -80,3 +80,27 @@ def wait_for_index_events(out_dir: Path, events: int, timeout: float = 30.0) -> 
             return files[0].parents[1]
         time.sleep(0.05)
     raise AssertionError(f"fewer than {events} events recorded under {out_dir} in {timeout} s")
+
+
+def o_direct_works(directory: Path) -> bool:
+    """Whether files in `directory` take O_DIRECT writes (not every filesystem does)."""
+    import mmap
+    import os
+
+    if not getattr(os, "O_DIRECT", 0):
+        return False
+    probe = Path(directory) / ".o_direct_probe"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    block = mmap.mmap(-1, 4096)
+    try:
+        os.write(fd, block)
+        return True
+    except OSError:
+        return False
+    finally:
+        block.close()
+        os.close(fd)
+        probe.unlink()

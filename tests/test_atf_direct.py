@@ -16,7 +16,18 @@ from atf import direct
 from atf import format as F
 from atf.errors import WriterError
 from atf.records import scatter
-from atf.writer import ThreadWriter
+from atf.writer import SessionWriter, ThreadWriter
+from helpers import o_direct_works
+
+
+def always(lane_bytes):
+    return True
+
+
+@pytest.fixture(autouse=True)
+def needs_o_direct(tmp_path):
+    if not o_direct_works(tmp_path):
+        pytest.skip("the filesystem of the test directory refuses O_DIRECT")
 
 
 def records(n, first_seq, stack_sizes=(128, 0, 200, 7)):
@@ -91,7 +102,7 @@ def same_files(a, b):
 
 
 def test_direct_from_the_start_writes_the_same_files(tmp_path, big_chunks, cached):
-    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    w = write_thread(tmp_path / "thread_0", big_chunks, always)
     assert w.detail_direct_from == F.HEADER_SIZE
     same_files(tmp_path / "thread_0", cached)
     report = atf.verify(tmp_path / "thread_0")
@@ -101,12 +112,12 @@ def test_direct_from_the_start_writes_the_same_files(tmp_path, big_chunks, cache
 def test_switching_to_direct_mid_file_writes_the_same_files(tmp_path, big_chunks, cached):
     asked = []
 
-    def go_direct():  # no at the first append, yes when asked again
-        asked.append(1)
+    def go_direct(lane_bytes):  # no at the first append, yes when asked again
+        asked.append(lane_bytes)
         return len(asked) >= 2
 
     w = write_thread(tmp_path / "thread_0", big_chunks, go_direct)
-    assert len(asked) == 2  # asked before the first append, then once 32 MiB went by
+    assert asked[0] == 0 and asked[1] >= 32 << 20  # at the first append, then 32 MiB later
     assert w.detail_direct_from is not None
     assert w.detail_direct_from > 32 << 20 and w.detail_direct_from % 4096 != 0
     same_files(tmp_path / "thread_0", cached)
@@ -114,9 +125,9 @@ def test_switching_to_direct_mid_file_writes_the_same_files(tmp_path, big_chunks
 
 def test_a_small_lane_that_never_fills_a_block(tmp_path):
     chunks = make_chunks([1, 1])
-    a = write_thread(tmp_path / "a" / "thread_0", chunks, lambda: True)
+    a = write_thread(tmp_path / "a" / "thread_0", chunks, always)
     write_thread(tmp_path / "b" / "thread_0", chunks, None)
-    assert a.detail_direct_from == F.HEADER_SIZE
+    assert a.detail_direct_from is None  # switched, but not one whole block went direct
     same_files(tmp_path / "a" / "thread_0", tmp_path / "b" / "thread_0")
 
 
@@ -129,7 +140,7 @@ def test_no_o_direct_at_open_means_the_page_cache(tmp_path, monkeypatch, big_chu
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(direct.os, "open", refusing_open)
-    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    w = write_thread(tmp_path / "thread_0", big_chunks, always)
     assert w.detail_direct_from is None
     same_files(tmp_path / "thread_0", cached)
 
@@ -152,9 +163,65 @@ def test_a_refused_direct_write_falls_back_with_nothing_lost(tmp_path, monkeypat
 
     monkeypatch.setattr(direct.os, "open", tracking_open)
     monkeypatch.setattr(direct.os, "pwrite", refusing_pwrite)
-    w = write_thread(tmp_path / "thread_0", big_chunks, lambda: True)
+    w = write_thread(tmp_path / "thread_0", big_chunks, always)
     assert direct_fds, "a direct descriptor was opened"
     assert w.detail_direct_from is None
+    same_files(tmp_path / "thread_0", cached)
+
+
+def test_refused_after_some_direct_writes_and_short_writes_lose_nothing(tmp_path, monkeypatch,
+                                                                          big_chunks, cached):
+    """Direct writes come back short now and then, and the sixth is refused (EINVAL)."""
+    real_open, real_pwrite = os.open, os.pwrite
+    direct_fds, calls = set(), []
+
+    def tracking_open(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if flags & os.O_DIRECT:
+            direct_fds.add(fd)
+        return fd
+
+    def flaky_pwrite(fd, data, offset):
+        if fd in direct_fds:
+            calls.append(offset)
+            if len(calls) == 6:
+                raise OSError(errno.EINVAL, "Invalid argument")
+            if len(calls) % 2 == 0 and len(data) >= 2 * 4096:
+                data = data[:len(data) // 2 & ~4095]  # short, still whole blocks
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "open", tracking_open)
+    monkeypatch.setattr(direct.os, "pwrite", flaky_pwrite)
+    w = write_thread(tmp_path / "thread_0", big_chunks, always)
+    assert len(calls) == 6, "direct writes stop at the refusal"
+    assert w.detail_direct_from == F.HEADER_SIZE  # the first writes did go direct
+    same_files(tmp_path / "thread_0", cached)
+
+
+def test_writes_that_reach_the_end_of_the_staging_ring_go_on_at_its_start(
+        tmp_path, monkeypatch, big_chunks, cached):
+    """Switched mid-file, the writes are not in step with the ring: some stop at its end."""
+    real_open, real_pwrite = os.open, os.pwrite
+    direct_fds, writes = set(), []
+
+    def tracking_open(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if flags & os.O_DIRECT:
+            direct_fds.add(fd)
+        return fd
+
+    def recording_pwrite(fd, data, offset):
+        if fd in direct_fds:
+            writes.append((offset, len(data)))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "open", tracking_open)
+    monkeypatch.setattr(direct.os, "pwrite", recording_pwrite)
+    write_thread(tmp_path / "thread_0", big_chunks, lambda lane_bytes: lane_bytes > 0)
+    split = [(o, n) for o, n in writes
+             if (o + n) % direct.STAGE_BYTES == 0 and n < direct.WRITE_BYTES]
+    assert split, writes
+    assert all(o % 4096 == 0 and n % 4096 == 0 for o, n in writes)
     same_files(tmp_path / "thread_0", cached)
 
 
@@ -162,8 +229,8 @@ def test_a_failing_disk_is_a_writer_error_and_the_index_lane_still_finishes(tmp_
                                                                             big_chunks):
     real_pwrite = os.pwrite
 
-    def full_disk(fd, data, offset):
-        if offset >= 8 << 20:
+    def full_disk(fd, data, offset):  # detail.atf fills the disk at 8 MiB
+        if offset >= 8 << 20 and os.readlink(f"/proc/self/fd/{fd}").endswith("detail.atf"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_pwrite(fd, data, offset)
 
@@ -171,7 +238,7 @@ def test_a_failing_disk_is_a_writer_error_and_the_index_lane_still_finishes(tmp_
     d = tmp_path / "thread_0"
     n = sum(c[1] for c in big_chunks)
     w = ThreadWriter(d, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                     clock_type=F.CLOCK_BOOTTIME, direct_detail=lambda: True)
+                     clock_type=F.CLOCK_BOOTTIME, direct_detail=always)
     w.append_index(index_events(n))
     with pytest.raises(WriterError, match="No space left on device"):
         for data, _ in big_chunks:  # 44 MB: more than the staging ring holds past the failure
@@ -183,6 +250,43 @@ def test_a_failing_disk_is_a_writer_error_and_the_index_lane_still_finishes(tmp_
     states = {os.path.basename(f.path): f.state for f in report.files}
     assert states["index.atf"] == "clean"
     assert states["detail.atf"] == "recovered"  # everything written before the failure reads
+
+
+def test_a_failing_index_lane_still_finishes_the_detail_lane_and_other_threads(
+        tmp_path, monkeypatch):
+    """The index lane's last single events cannot be written: the staged detail still reaches
+    the disk, and SessionWriter.finalize goes on to the next thread before raising."""
+    sw = SessionWriter(tmp_path, 1, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                       clock_type=F.CLOCK_BOOTTIME, direct_detail=always)
+    broken, fine = sw.add_thread(7), sw.add_thread(7)
+    chunks = make_chunks([20000])
+    for w in (broken, fine):
+        w.append_index(index_events(20000))
+        w.append_detail(chunks[0][0])
+        w.write_index_event(10 ** 9, 1, F.EVENT_CALL, 0)  # pending in memory until finalize
+    real_write = os.write
+
+    def failing_index(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}") == str(broken.directory / "index.atf"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(atf.writer.os, "write", failing_index)
+    with pytest.raises(WriterError, match="Input/output error"):
+        sw.finalize()
+    assert (broken.directory / "detail.atf").read_bytes() == \
+        (fine.directory / "detail.atf").read_bytes()
+    report = atf.verify(fine.directory)
+    assert report.ok and not report.recovered, report.to_dict()
+    assert fine.detail_direct_from == F.HEADER_SIZE
+
+
+def test_auto_goes_direct_only_for_big_lanes_under_pressure(monkeypatch):
+    monkeypatch.setattr(direct, "dirty_pressure", lambda: True)
+    assert not direct.worth_going_direct(0)
+    assert direct.worth_going_direct(direct.MIN_DIRECT_LANE)
+    monkeypatch.setattr(direct, "dirty_pressure", lambda: False)
+    assert not direct.worth_going_direct(direct.MIN_DIRECT_LANE)
 
 
 @pytest.mark.parametrize("dirty, expected", [(100, False), (600, True), (900, True)])

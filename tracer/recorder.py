@@ -23,7 +23,7 @@ import frida
 
 from atf import AtfError
 from atf import format as F
-from atf.direct import dirty_pressure
+from atf.direct import worth_going_direct
 from atf.writer import SessionWriter
 
 from .detail import AlwaysDetail
@@ -37,9 +37,10 @@ from .rings import (DETAIL_ALWAYS, DETAIL_OFF, DETAIL_WINDOW, POLICY_DROP, POLIC
 from .transport import RpcMirror
 
 DETAIL_MODES = {"off": DETAIL_OFF, "always": DETAIL_ALWAYS, "window": DETAIL_WINDOW}
-# --detail-io: when a thread's detail.atf switches from the page cache to O_DIRECT (atf.direct)
-DETAIL_IO: dict[str, Callable[[], bool] | None] = {
-    "auto": dirty_pressure, "direct": lambda: True, "cached": None}
+# --detail-io: when a thread's detail.atf switches from the page cache to O_DIRECT (atf.direct),
+# asked with the bytes it has written so far
+DETAIL_IO: dict[str, Callable[[int], bool] | None] = {
+    "auto": worth_going_direct, "direct": lambda lane_bytes: True, "cached": None}
 
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
 
@@ -336,6 +337,7 @@ class Recorder:
         try:
             self.writer.finalize()
         except AtfError as e:  # what could not be finished reads as recovered, as after a crash
+            warnings.append(f"could not finish every file: {e}")
             if error is None:
                 self.stop_reason = f"error: {e}"
         clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
