@@ -4,9 +4,9 @@ Why: `ada trace --detail` writes about 1 GB/s. The page cache takes that at memo
 the kernel's dirty limits, then the kernel throttles the writer to the speed of its writeback,
 which can be far below what the disk takes directly: on the development VM 0.3 GB/s buffered
 against 1.4 GB/s with O_DIRECT. Below those limits buffered writes are the cheaper ones (the
-disk work happens after the recording), so a lane writes through the page cache until
-`dirty_pressure()` says the kernel is about to throttle, then switches to a DirectStream for the
-rest of the file.
+disk work happens after the recording), so under --detail-io auto a lane writes through the
+page cache until it is big enough to matter and `dirty_pressure()` says the kernel has started
+writing back (`worth_going_direct`), then switches to a DirectStream for the rest of the file.
 
 A DirectStream stages bytes in a page-aligned ring and a thread writes whole 4 KiB blocks
 straight to the disk; the caller only pays a memcpy. The file is the same as with plain writes:

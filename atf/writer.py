@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,7 +25,7 @@ from .records import Walk, gather, walk_records
 
 _PENDING_FLUSH_BYTES = 1 << 16
 _REHASH_CHUNK = 1 << 23
-_PRESSURE_CHECK_BYTES = 32 << 20  # how often a direct-capable lane asks about the page cache
+_GO_DIRECT_ASK_BYTES = 32 << 20  # how often a lane with go_direct asks it again
 
 
 def _byte_view(data: Any) -> memoryview:
@@ -77,7 +76,7 @@ class _Lane:
             raise WriterError(f"cannot create: {e.strerror}", path) from e
         _write_all(self.fd, header.tobytes(), path)
         self._go_direct = go_direct
-        self._pressure_checked_at = -_PRESSURE_CHECK_BYTES  # ask before the first append
+        self._go_direct_asked_at = -_GO_DIRECT_ASK_BYTES  # ask before the first append
         self._stream: DirectStream | None = None
         self.count = 0
         self.bytes = 0
@@ -89,8 +88,8 @@ class _Lane:
     def append(self, data: Any, count: int, first_ts: int, last_ts: int) -> None:
         data = _byte_view(data)
         if self._go_direct is not None and \
-                self.bytes - self._pressure_checked_at >= _PRESSURE_CHECK_BYTES:
-            self._pressure_checked_at = self.bytes
+                self.bytes - self._go_direct_asked_at >= _GO_DIRECT_ASK_BYTES:
+            self._go_direct_asked_at = self.bytes
             if self._go_direct(self.bytes):
                 self._go_direct = None
                 self._stream = DirectStream.open(self.path, self.fd, F.HEADER_SIZE + self.bytes)
@@ -129,11 +128,13 @@ class _Lane:
             raise WriterError(f"cannot finalize: {e.strerror}", self.path) from e
         finally:
             fd, self.fd = self.fd, -1
+            close_error = None
             try:
                 os.close(fd)
-            except OSError as e:  # only if nothing else failed first: that error says more
-                if sys.exc_info()[0] is None:
-                    raise WriterError(f"cannot close: {e.strerror}", self.path) from e
+            except OSError as e:
+                close_error = e
+        if close_error is not None:  # reached only when nothing failed before: that says more
+            raise WriterError(f"cannot close: {close_error.strerror}", self.path) from close_error
 
 
 class ThreadWriter:

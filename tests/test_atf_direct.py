@@ -96,6 +96,21 @@ def cached(tmp_path_factory, big_chunks):
     return d
 
 
+@pytest.fixture
+def direct_fds(monkeypatch):
+    """The descriptors atf.direct opens with O_DIRECT, as they are opened."""
+    real_open, fds = os.open, set()
+
+    def tracking_open(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if flags & os.O_DIRECT:
+            fds.add(fd)
+        return fd
+
+    monkeypatch.setattr(direct.os, "open", tracking_open)
+    return fds
+
+
 def same_files(a, b):
     for name in ("index.atf", "detail.atf"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
@@ -145,23 +160,15 @@ def test_no_o_direct_at_open_means_the_page_cache(tmp_path, monkeypatch, big_chu
     same_files(tmp_path / "thread_0", cached)
 
 
-def test_a_refused_direct_write_falls_back_with_nothing_lost(tmp_path, monkeypatch, big_chunks,
-                                                              cached):
-    real_open, real_pwrite = os.open, os.pwrite
-    direct_fds = set()
-
-    def tracking_open(path, flags, *args):
-        fd = real_open(path, flags, *args)
-        if flags & os.O_DIRECT:
-            direct_fds.add(fd)
-        return fd
+def test_a_refused_direct_write_falls_back_with_nothing_lost(tmp_path, monkeypatch, direct_fds,
+                                                              big_chunks, cached):
+    real_pwrite = os.pwrite
 
     def refusing_pwrite(fd, data, offset):
         if fd in direct_fds:
             raise OSError(errno.EINVAL, "Invalid argument")
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(direct.os, "open", tracking_open)
     monkeypatch.setattr(direct.os, "pwrite", refusing_pwrite)
     w = write_thread(tmp_path / "thread_0", big_chunks, always)
     assert direct_fds, "a direct descriptor was opened"
@@ -170,16 +177,11 @@ def test_a_refused_direct_write_falls_back_with_nothing_lost(tmp_path, monkeypat
 
 
 def test_refused_after_some_direct_writes_and_short_writes_lose_nothing(tmp_path, monkeypatch,
-                                                                          big_chunks, cached):
+                                                                          direct_fds, big_chunks,
+                                                                          cached):
     """Direct writes come back short now and then, and the sixth is refused (EINVAL)."""
-    real_open, real_pwrite = os.open, os.pwrite
-    direct_fds, calls = set(), []
-
-    def tracking_open(path, flags, *args):
-        fd = real_open(path, flags, *args)
-        if flags & os.O_DIRECT:
-            direct_fds.add(fd)
-        return fd
+    real_pwrite = os.pwrite
+    calls = []
 
     def flaky_pwrite(fd, data, offset):
         if fd in direct_fds:
@@ -190,7 +192,6 @@ def test_refused_after_some_direct_writes_and_short_writes_lose_nothing(tmp_path
                 data = data[:len(data) // 2 & ~4095]  # short, still whole blocks
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(direct.os, "open", tracking_open)
     monkeypatch.setattr(direct.os, "pwrite", flaky_pwrite)
     w = write_thread(tmp_path / "thread_0", big_chunks, always)
     assert len(calls) == 6, "direct writes stop at the refusal"
@@ -199,23 +200,16 @@ def test_refused_after_some_direct_writes_and_short_writes_lose_nothing(tmp_path
 
 
 def test_writes_that_reach_the_end_of_the_staging_ring_go_on_at_its_start(
-        tmp_path, monkeypatch, big_chunks, cached):
+        tmp_path, monkeypatch, direct_fds, big_chunks, cached):
     """Switched mid-file, the writes are not in step with the ring: some stop at its end."""
-    real_open, real_pwrite = os.open, os.pwrite
-    direct_fds, writes = set(), []
-
-    def tracking_open(path, flags, *args):
-        fd = real_open(path, flags, *args)
-        if flags & os.O_DIRECT:
-            direct_fds.add(fd)
-        return fd
+    real_pwrite = os.pwrite
+    writes = []
 
     def recording_pwrite(fd, data, offset):
         if fd in direct_fds:
             writes.append((offset, len(data)))
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(direct.os, "open", tracking_open)
     monkeypatch.setattr(direct.os, "pwrite", recording_pwrite)
     write_thread(tmp_path / "thread_0", big_chunks, lambda lane_bytes: lane_bytes > 0)
     split = [(o, n) for o, n in writes

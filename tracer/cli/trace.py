@@ -81,9 +81,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="memory for detail waiting for a trigger (default 256); if it cuts a "
                    "window short, the manifest and status line say by how much")
     d.add_argument("--detail-io", choices=("auto", "direct", "cached"), default="auto",
-                   help="how detail.atf is written: auto goes through the page cache until "
-                   "the kernel starts writing back dirty pages, then straight to the disk "
-                   "(O_DIRECT, Linux); direct does that from the start; cached never does")
+                   help="how detail.atf is written: auto goes through the page cache, and "
+                   "straight to the disk (O_DIRECT, Linux) for a thread past 32 MiB of detail "
+                   "once the kernel starts writing back dirty pages; direct goes straight to "
+                   "the disk from the start; cached never does")
     d.add_argument("--detail-ring-kb", type=positive_int, default=4096, metavar="KB",
                    help="detail ring per thread in KiB, a power of two (default 4096)")
     p.set_defaults(run=run, parser=p)
