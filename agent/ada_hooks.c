@@ -774,11 +774,11 @@ ada_on_leave (GumInvocationContext * ic)
   ThreadState * t;
   guint64 sp = ADA_SP (ic);
   guint64 ret = 0;
-  guint64 fid;
+  guint64 fid = 0;
+  gboolean matched = FALSE;   /* fid 0 is a valid id (module 0, symbol 0): not a marker */
   guint32 depth;
 
   ADA_BEGIN (now, t);
-  fid = 0;
   /* sp on leave is the sp its CALL saw. Deeper entries were left without a
    * return; the matching entry gives the CALL's depth, which a RETURN carries. */
   if (t->depth_extra > 0)
@@ -795,10 +795,11 @@ ada_on_leave (GumInvocationContext * ic)
       t->shadow_len--;
       ret = t->shadow_ret[t->shadow_len];
       fid = t->shadow_fid[t->shadow_len];
+      matched = TRUE;
     }
     depth = t->shadow_len;
   }
-  if (fid == 0)  /* no matching CALL entry (deep recursion, a tail call): look it up */
+  if (!matched)  /* no matching CALL entry (deep recursion, a tail call): look it up */
     ADA_FUNCTION_ID (ic, fid);
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
@@ -807,7 +808,7 @@ ada_on_leave (GumInvocationContext * ic)
   }
   else
   {
-    if (ret == 0)  /* no matching entry (deep recursion, tail call): ask Frida */
+    if (!matched)  /* no matching entry (deep recursion, tail call): ask Frida */
       ret = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
     ada_emit_with_detail (t, ic, now, fid,
         ADA_EVENT_RETURN, depth, ret);
