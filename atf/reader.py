@@ -255,7 +255,7 @@ class IndexReader:
         ts = self.timestamps
         return int(ts[0]), int(ts[-1])
 
-    def seek_time(self, timestamp_ns: int) -> int:
+    def find_start(self, timestamp_ns: int) -> int:
         """index_seq of the first event at or after `timestamp_ns` (bisection), or len()."""
         return bisect.bisect_left(self.timestamps, timestamp_ns)
 
@@ -385,7 +385,7 @@ class DetailReader:
         """The detail event linked to index_seq, or None.
 
         O(1) through a dense table when index_seqs are dense enough, otherwise
-        a bisection; ThreadReader.detail_for() is O(1) in every case, through
+        a bisection; ThreadReader.get_detail_for() is O(1) in every case, through
         the index event's forward link.
         """
         if self._by_index is None:
@@ -442,22 +442,28 @@ class ThreadReader:
     def __len__(self) -> int:
         return len(self.index)
 
-    def detail_for(self, index_seq: int) -> DetailEvent | None:
-        """Forward link, O(1): the detail event of index event `index_seq`, if persisted."""
-        event = self.index.get(index_seq)
+    def get_detail_for(self, index_event: IndexEvent | int) -> DetailEvent | None:
+        """Forward link, O(1): the detail event of an index event (or of index_seq), if one
+        was persisted and links back to it."""
+        event = self.index.get(index_event) if isinstance(index_event, int) else index_event
         if event is None or not event.has_detail or self.detail is None:
             return None
         detail = self.detail.get(event.detail_seq)
-        if detail is None or detail.index_seq != index_seq:
+        if detail is None or detail.index_seq != event.seq:
             return None
         return detail
 
-    def index_for(self, detail_seq: int) -> IndexEvent | None:
-        """Backward link, O(1): the index event a detail event belongs to."""
-        if self.detail is None:
-            return None
-        detail = self.detail.get(detail_seq)
-        return None if detail is None else self.index.get(detail.index_seq)
+    def get_index_for(self, detail_event: DetailEvent | int) -> IndexEvent | None:
+        """Backward link, O(1): the index event a detail event (or detail_seq) belongs to;
+        None when there is no such detail event, or its index event is not in the file."""
+        if isinstance(detail_event, int):
+            if self.detail is None:
+                return None
+            found = self.detail.get(detail_event)
+            if found is None:
+                return None
+            detail_event = found
+        return self.index.get(detail_event.index_seq)
 
 
 def _thread_number(path: Path) -> int:

@@ -2,9 +2,10 @@
 
 A session opens with a full manifest, a minimal one (`{"threads": [{"id": 0}]}`
 as the reference readers write) or none at all (the `thread_*` directories are
-scanned). The merge yields (thread position, index_seq) arrays in timestamp
-order, chunk by chunk, so memory stays bounded for sessions of hundreds of
-millions of events.
+scanned). The merge yields events in timestamp order across threads with bounded
+memory, for sessions of hundreds of millions of events: `merged_iter()` one
+IndexEvent at a time (the seed API's merge-sort iterator), `merged_chunks()` as
+(thread index, index_seq) arrays, `merged_order()` as two whole arrays.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import format as F
 from .errors import AtfError, ManifestError, NotASessionError
-from .reader import RECOVERED, ThreadReader
+from .reader import RECOVERED, IndexEvent, ThreadReader
 
 MANIFEST = "manifest.json"
 MERGE_CHUNK_EVENTS = 1 << 21
@@ -108,8 +110,8 @@ class SessionReader:
     def __len__(self) -> int:
         return len(self.threads)
 
-    @property
     def event_count(self) -> int:
+        """Index events of every thread."""
         return sum(len(t) for t in self.threads)
 
     def time_range(self) -> tuple[int, int] | None:
@@ -155,13 +157,30 @@ class SessionReader:
 
     # --- merge ------------------------------------------------------------------
 
-    def iter_merged(self, start_ns: int | None = None, end_ns: int | None = None,
-                    threads: list[int] | None = None,
-                    chunk_events: int = MERGE_CHUNK_EVENTS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(thread positions, index_seqs) in timestamp order, a chunk at a time.
+    def merged_iter(self, start_ns: int | None = None, end_ns: int | None = None,
+                    threads: list[int] | None = None) -> Iterator[tuple[int, IndexEvent]]:
+        """(thread index, IndexEvent) of every thread's events in timestamp order.
 
-        Positions index self.threads. Equal timestamps keep thread order. Only
-        events with start_ns <= timestamp < end_ns are included when given.
+        The thread index indexes self.threads. Memory stays bounded (a chunk of merged_chunks
+        at a time); for bulk work, merged_chunks() hands out arrays instead of objects.
+        """
+        for positions, seqs in self.merged_chunks(start_ns, end_ns, threads):
+            rows = np.empty(len(seqs), dtype=F.INDEX_EVENT)
+            for p in np.unique(positions).tolist():
+                mine = positions == p
+                rows[mine] = self.threads[p].index.events[seqs[mine]]
+            for p, seq, row in zip(positions.tolist(), seqs.tolist(), rows.tolist()):
+                yield p, IndexEvent(seq, *row)
+
+    def merged_chunks(self, start_ns: int | None = None, end_ns: int | None = None,
+                      threads: list[int] | None = None,
+                      chunk_events: int = MERGE_CHUNK_EVENTS
+                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(thread indexes, index_seqs) in timestamp order, a chunk of arrays at a time.
+
+        Thread indexes index self.threads. Equal timestamps keep thread order. Only
+        events with start_ns <= timestamp < end_ns are included when given; `threads`
+        keeps only those thread_N ids.
         """
         chosen = [i for i, t in enumerate(self.threads) if threads is None or t.id in threads]
         ts_arrays = [self.threads[i].index.timestamps for i in chosen]
@@ -200,7 +219,7 @@ class SessionReader:
         positions = np.empty(total, dtype=np.int32)
         seqs = np.empty(total, dtype=np.int64)
         filled = 0
-        for a, b in self.iter_merged(start_ns, end_ns, threads):
+        for a, b in self.merged_chunks(start_ns, end_ns, threads):
             positions[filled:filled + len(a)] = a
             seqs[filled:filled + len(b)] = b
             filled += len(a)

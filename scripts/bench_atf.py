@@ -148,7 +148,7 @@ def main() -> None:
         s_path = make_session(base, 4, args.merge_per_thread)
         os.sync()  # let writeback of the 3 GB just written finish before timing reads
         s = atf.open_session(s_path)
-        total = s.event_count
+        total = s.event_count()
         t = time.perf_counter()
         acc = 0
         for th in s.threads:

@@ -114,7 +114,7 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (
     rate, seconds = parse_rate(proc.stdout)
     session = atf.open_session(proc.stdout.strip().splitlines()[-1])
     details = [t.detail for t in session.threads if t.detail is not None]
-    run = AdaRun(rate, 2 * calls * threads, session.event_count, seconds,
+    run = AdaRun(rate, 2 * calls * threads, session.event_count(), seconds,
                  sum(len(d) for d in details),
                  sum(int(d.events_end - d.events_offset) for d in details),
                  float(session.manifest["drops"]["wait_ms"]))
@@ -175,7 +175,7 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
             target.kill()
         service.stop()
     session = atf.open_session(stdout.strip().splitlines()[-1])
-    run = AdaRun(rate, 2 * calls, session.event_count, seconds, 0, 0,
+    run = AdaRun(rate, 2 * calls, session.event_count(), seconds, 0, 0,
                  float(session.manifest["drops"]["wait_ms"]))
     run.transport = session.manifest["transport"]  # type: ignore[attr-defined]
     shutil.rmtree(session.path.parent)

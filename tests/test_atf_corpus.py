@@ -17,10 +17,10 @@ def test_revision1_session_with_full_manifest():
     assert s.time_range() == (1000, 1500)
     assert s.symbol_names()[2] == "work"
     t0 = s.thread(0)
-    d = t0.detail_for(1)
+    d = t0.get_detail_for(1)
     assert d.registers["rdi"] == 7 and d.registers["rsi"] == 8 and d.stack == bytes(range(16))
-    assert t0.detail_for(2).return_value == 15
-    assert t0.index_for(1).seq == 2
+    assert t0.get_detail_for(2).return_value == 15
+    assert t0.get_index_for(1).seq == 2
     assert atf.verify(DATA / "r1_session").ok
 
 
@@ -40,7 +40,7 @@ def test_revision2_reads_with_normalised_fields():
     assert list(ev["call_depth"]) == [0, 1, 1, 0, 0, 0]
     assert set(ev["thread_id"]) == {9}
     assert list(ev["detail_seq"]) == [F.NO_DETAIL_SEQ, 0] + [F.NO_DETAIL_SEQ] * 4
-    d = t.detail_for(1)
+    d = t.get_detail_for(1)
     assert d.registers["x0"] == 1 and d.lr == 0xABC and d.thread_id == 9
     assert d.stack == b"\x11" * 4
     assert atf.verify(DATA / "r2_session").ok

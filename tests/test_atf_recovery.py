@@ -135,14 +135,14 @@ def exercise(path: Path) -> None:
         s.symbol_names()
         for t in s.threads:
             list(t.index)
-            t.index.seek_time(105)
+            t.index.find_start(105)
             if t.detail is not None:
                 for ev in t.detail:
                     if ev.is_function:
                         ev.registers, ev.stack, ev.return_value  # noqa: B018
                 t.detail.get_by_index_seq(2)
             for i in range(len(t.index)):
-                t.detail_for(i)
+                t.get_detail_for(i)
     except atf.AtfError:
         pass
     atf.verify(path)

@@ -77,12 +77,12 @@ def test_detail_lane_is_lazy_linked_and_checksummed(tmp_path):
     w.finalize()
     t = atf.ThreadReader(tmp_path / "thread_0")
     assert t.index.has_detail and len(t.detail) == 2
-    ev = t.detail_for(1)
+    ev = t.get_detail_for(1)
     assert ev.index_seq == 1 and ev.return_value == 99 and ev.registers["rdi"] == 1
     assert (ev.lr, ev.fp, ev.sp, ev.stack) == (0x10, 0x20, 0x30, b"\x01\x02\x03")
-    assert t.index_for(1).seq == 3
+    assert t.get_index_for(1).seq == 3
     assert t.detail.get_by_index_seq(3).seq == 1 and t.detail.get_by_index_seq(2) is None
-    assert t.detail_for(0) is None
+    assert t.get_detail_for(0) is None
     report = atf.verify(tmp_path / "thread_0")
     assert report.ok, report.problems
 
@@ -126,7 +126,7 @@ def test_session_writer_layout_and_atomic_manifest(tmp_path):
     assert sorted(os.listdir(sw.path)) == ["manifest.json", "thread_0", "thread_1"]
     assert json.loads((sw.path / "manifest.json").read_text())["threads"][1]["id"] == 1
     s = atf.open_session(sw.path.parent)  # the session_* directory works too
-    assert [len(t) for t in s.threads] == [3, 5] and s.event_count == 8
+    assert [len(t) for t in s.threads] == [3, 5] and s.event_count() == 8
 
 
 def test_finalize_is_idempotent_and_closes(tmp_path):
@@ -148,15 +148,15 @@ def test_empty_thread_reads_as_empty(tmp_path):
         r[0]
 
 
-def test_iteration_and_seek_time(tmp_path):
+def test_iteration_and_find_start(tmp_path):
     w = new_writer(tmp_path)
     w.append_index(make_events(200_000, step=2))
     w.finalize()
     r = atf.IndexReader(tmp_path / "thread_0" / "index.atf")
     seqs = [e.seq for e in r]
     assert seqs == list(range(200_000))
-    assert r.seek_time(1000) == 0 and r.seek_time(1001) == 1 and r.seek_time(1002) == 1
-    assert r.seek_time(10**12) == 200_000
+    assert r.find_start(1000) == 0 and r.find_start(1001) == 1 and r.find_start(1002) == 1
+    assert r.find_start(10**12) == 200_000
 
 
 def test_batched_links_patch_file_and_pending_events(tmp_path):
@@ -172,5 +172,5 @@ def test_batched_links_patch_file_and_pending_events(tmp_path):
     t = atf.ThreadReader(tmp_path / "thread_0")
     linked = np.flatnonzero(t.index.events["detail_seq"] != F.NO_DETAIL_SEQ)
     assert list(linked) == list(seqs)
-    assert [t.detail_for(int(q)).index_seq for q in seqs] == list(seqs)
+    assert [t.get_detail_for(int(q)).index_seq for q in seqs] == list(seqs)
     assert atf.verify(tmp_path / "thread_0").ok  # the checksum was recomputed after patching

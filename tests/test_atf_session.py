@@ -40,7 +40,7 @@ def reference_order(session):
 def test_merge_matches_reference_with_ties(tmp_path, chunk):
     s = atf.open_session(random_session(tmp_path, [3000, 1, 0, 2500, 4000], dup_every=1))
     th, seq = [], []
-    for a, b in s.iter_merged(chunk_events=chunk):
+    for a, b in s.merged_chunks(chunk_events=chunk):
         th.append(a)
         seq.append(b)
     want_th, want_seq = reference_order(s)
@@ -129,3 +129,51 @@ def test_o1_get_cost_is_position_independent(tmp_path):
     path = random_session(tmp_path, [100_000])
     r = atf.open_session(path).threads[0].index
     assert r.get(99_999).seq == 99_999 and r.get(100_000) is None
+
+
+def test_the_seed_reader_api(tmp_path):
+    """M1_E7_I2's names: merged_iter, event_count, time_range, get_detail_for, get_index_for,
+    find_start, get, get_by_index_seq, each checked against the bulk arrays."""
+    sw = SessionWriter(tmp_path, 5, arch=1, os_id=4, clock_type=3)
+    for k, n in enumerate((40, 25)):
+        w = sw.add_thread(700 + k)
+        ev = np.zeros(n, dtype=F.INDEX_EVENT)
+        ev["timestamp_ns"] = 1000 + 3 * np.arange(n) + k  # interleaved, never equal
+        ev["function_id"] = np.arange(n) % 4
+        ev["thread_id"] = 700 + k
+        ev["event_kind"] = np.where(np.arange(n) % 2 == 0, F.EVENT_CALL, F.EVENT_RETURN)
+        ev["detail_seq"] = F.NO_DETAIL_SEQ
+        w.append_index(ev)
+        for j, seq in enumerate(range(0, n, 5)):  # every fifth event has detail
+            w.set_detail_seq(seq, j)
+            w.write_detail_event(seq, int(ev["timestamp_ns"][seq]), F.DETAIL_FUNCTION_CALL,
+                                 seq % 4, regs=[seq, 700 + k])
+    sw.finalize()
+    s = atf.open_session(sw.path)
+    assert s.event_count() == 65 and s.time_range() == (1000, 1000 + 3 * 39)
+
+    merged = list(s.merged_iter())
+    positions, seqs = s.merged_order()
+    assert [(p, e.seq) for p, e in merged] == list(zip(positions.tolist(), seqs.tolist()))
+    assert all(e == s.threads[p].index.get(e.seq) for p, e in merged)
+    ts = [e.timestamp_ns for _, e in merged]
+    assert ts == sorted(ts) and len(set(ts)) == 65
+    window = [(p, e.seq) for p, e in s.merged_iter(start_ns=1030, end_ns=1060, threads=[1])]
+    assert window == [(1, q) for q in range(10, 20)]
+
+    t = s.threads[1]
+    assert t.index.has_detail and t.index.time_range() == (1001, 1001 + 3 * 24)
+    assert t.index.find_start(1001) == 0 and t.index.find_start(1002) == 1
+    assert t.index.find_start(10 ** 9) == len(t.index) == 25
+    for seq in range(25):
+        event = t.index.get(seq)
+        by_event, by_seq = t.get_detail_for(event), t.get_detail_for(seq)
+        assert by_event == by_seq
+        assert (by_event is not None) == (seq % 5 == 0)
+        if by_event is not None:
+            assert by_event.regs[:2] == (seq, 701) and by_event.seq == seq // 5
+            assert t.get_index_for(by_event) == t.get_index_for(by_event.seq) == event
+            assert t.detail.get_by_index_seq(seq) == by_event
+    assert [d.index_seq for d in t.detail] == list(range(0, 25, 5))
+    assert t.detail.get(len(t.detail)) is None and t.get_index_for(len(t.detail)) is None
+    assert t.index.get(25) is None and t.get_detail_for(25) is None

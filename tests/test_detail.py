@@ -25,7 +25,7 @@ def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain):
     local = int(out.stdout.split("local ")[1].split()[0], 16)
     t = s.threads[0]
     assert len(t.detail) == len(t.index) == 6
-    pairs = [(t.index[i], t.detail_for(i)) for i in range(6)]
+    pairs = [(t.index[i], t.get_detail_for(i)) for i in range(6)]
     calls = [d for e, d in pairs if e.event_kind == F.EVENT_CALL]
     returns = [d for e, d in pairs if e.event_kind == F.EVENT_RETURN]
     assert [(d.registers["rdi"], d.registers["rsi"]) for d in calls] == \
@@ -144,7 +144,7 @@ def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin, toolch
     assert "ok 42" in out.stdout  # probe(41) + probe(1): the target ran to the end, no fault
     top = int(out.stdout.split("top ")[1].split()[0], 16)
     t = s.threads[0]
-    records = [t.detail_for(i) for i in range(len(t.index))]
+    records = [t.get_detail_for(i) for i in range(len(t.index))]
     fresh = [d for d in records if top - 16384 <= d.sp < top]
     normal = [d for d in records if not top - 16384 <= d.sp < top]
     assert len(fresh) == 2 and len(normal) == 2
@@ -188,7 +188,7 @@ def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io):
                  "--detail", "--detail-ring-kb", "4", "--detail-io", io)
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n
-    assert [t.detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
+    assert [t.get_detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
     assert s.manifest["detail"]["io"] == io
     assert s.manifest["threads"][0]["detail_direct_from"] == \
         (F.HEADER_SIZE if io == "direct" and o_direct_works(tmp_path) else None)

@@ -43,7 +43,7 @@ def test_rpc_detail_lane_matches(tmp_path, target_bin):
     s = atf.open_session(session_path(out))
     t = s.threads[0]
     assert len(t.detail) == 6
-    assert [t.detail_for(i).return_value for i in (1, 3)] == [7, 123]
+    assert [t.get_detail_for(i).return_value for i in (1, 3)] == [7, 123]
     assert_verify_clean(s.path)
 
 

@@ -53,7 +53,7 @@ def test_arm64_detail_records_decode_by_name(tmp_path):
     t = s.threads[0]
     assert (t.index.arch, t.index.os, t.index.clock_type) == (F.ARCH_ARM64, F.OS_IOS,
                                                                 F.CLOCK_MACH_CONTINUOUS)
-    call, ret = t.detail_for(0), t.detail_for(1)
+    call, ret = t.get_detail_for(0), t.get_detail_for(1)
     assert call.registers == {"x0": 0x11, "x1": 0x22, "x2": 0x33, "x3": 4, "x4": 5, "x5": 6,
                               "x6": 7, "x7": 8}
     assert call.return_value is None and ret.return_value == 0x2A  # x0 on RETURN

@@ -147,7 +147,7 @@ def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bi
         assert t.index.state == "recovered" and len(t.index) == (size - 64) // 32
         assert_balanced(t.index.events[:len(t.index) // 2 * 2])
     info = json.loads(run_ada("info", session, "--json").stdout)
-    assert info["state"] == "recovered" and info["index_events"] == s.event_count
+    assert info["state"] == "recovered" and info["index_events"] == s.event_count()
 
 
 def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin):
@@ -282,7 +282,7 @@ def test_threads_past_max_threads_are_counted(tmp_path, target_bin):
     s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
                  "--max-threads", "4")
     drops = s.manifest["drops"]
-    recorded = s.event_count
+    recorded = s.event_count()
     assert len(s.threads) == 4 and drops["overflow_threads"] == 4
     # Every event is either in a file or counted: nothing vanishes silently.
     assert recorded + drops["overflow_events"] == sum(2 * (n + i) for i in range(8))

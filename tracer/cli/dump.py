@@ -60,7 +60,7 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
     names = session.symbol_names()
     kinds = {k: v for k, v in F.EVENT_KIND_NAMES.items()}
     written = 0
-    for pos, seqs in session.iter_merged(start_ns, end_ns, threads):
+    for pos, seqs in session.merged_chunks(start_ns, end_ns, threads):
         if limit is not None:
             pos, seqs = pos[:limit - written], seqs[:limit - written]
         lines = []

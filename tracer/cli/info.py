@@ -48,7 +48,7 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "clock_source": manifest.get("clock_source"),
         "time_range": rng,
         "duration_ns": (rng[1] - rng[0]) if rng else 0,
-        "index_events": session.event_count,
+        "index_events": session.event_count(),
         "detail_events": sum(t["detail_events"] for t in threads),
         "state": RECOVERED if session.recovered else "clean",
         "ended": manifest.get("end"),
