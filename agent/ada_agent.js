@@ -14,14 +14,10 @@ const PROT_READ_WRITE = 3;
 const MAP_SHARED = 1;
 const CLOCK_BOOTTIME = 7;
 const AGENT_STATE_BYTES = 64 * 1024;
-const LAYOUT_WORDS = 18;
+const LAYOUT_CAPACITY = 128;     /* entries ada_layout() may report */
+const LAYOUT_ENTRY_BYTES = 16;   /* {const char *name; guint64 value} on a 64-bit target */
 const CLOCK_CALIBRATION_MS = 20;  /* between the start-up pair and the first latest pair */
 const CLOCK_PAIR_INTERVAL_MS = 100;
-const REGION_HEADER_PAGE = 4096;
-const SLOT_BYTES = 256;
-const PULL_MAGIC = 0x50414441;  /* "ADAP" */
-const PULL_PREFIX = 16;
-const SEGMENT_BYTES = 32;
 
 /* Every platform difference of the hot path is decided here. */
 function platformConfig(clockSource) {
@@ -132,6 +128,24 @@ function compileHotPath(source, symbols, toolchain) {
            fallback };
 }
 
+/*
+ * The ring region's layout as the compiled hot path defines it: every offset
+ * and constant this agent and the host touch, by name (ada_layout() in
+ * ada_hooks.c). The host checks the same report against its own mirror.
+ */
+function readLayout(cm) {
+  const entries = Memory.alloc(LAYOUT_CAPACITY * LAYOUT_ENTRY_BYTES);
+  const count = new NativeFunction(cm.ada_layout, 'uint', ['pointer', 'uint'])(entries, LAYOUT_CAPACITY);
+  if (count > LAYOUT_CAPACITY)
+    throw new Error(`ada_layout() reports ${count} entries, more than ${LAYOUT_CAPACITY}`);
+  const layout = {};
+  for (let i = 0; i < count; i++) {
+    const e = entries.add(i * LAYOUT_ENTRY_BYTES);
+    layout[e.readPointer().readCString()] = e.add(8).readU64().toNumber();
+  }
+  return layout;
+}
+
 function firstLine(text) {
   return String(text).split('\n').filter(line => line.trim() !== '')[0] || String(text);
 }
@@ -152,6 +166,7 @@ class AdaAgent {
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
     this.region = null;
     this.regionSize = 0;
+    this.layout = null;      /* the region's offsets and constants by name (readLayout) */
     this.selected = new Map();  /* address string -> {name, module, address} */
     this.functions = [];
     this.triggers = [];
@@ -164,33 +179,29 @@ class AdaAgent {
 
   init(config) {
     const plat = platformConfig(config.clockSource);
-    this.region = config.shmPath !== null ? this._mapShared(config.shmPath, config.regionSize)
-                                          : this._mapPrivate(config.regionSize, plat.anonMapFlags);
-    this.regionSize = config.regionSize;
     /* u64 values arrive as decimal strings; the offsets used in pull() fit a double. */
     this.config = Object.assign({}, config, {
       indexRingsOffset: Number(config.indexRingsOffset),
       detailRingsOffset: Number(config.detailRingsOffset),
     });
-    this._writeHeader(config);
     const state = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
     const compiled = compileHotPath(plat.defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
     this.cm = compiled.module;
-    const layout = Memory.alloc(LAYOUT_WORDS * 8);
-    new NativeFunction(this.cm.ada_layout, 'void', ['pointer'])(layout);
-    const words = [];
-    for (let i = 0; i < LAYOUT_WORDS; i++)
-      words.push(layout.add(i * 8).readU64().toNumber());
-    if (words[11] > AGENT_STATE_BYTES)
-      throw new Error(`agent state of ${words[11]} bytes exceeds ${AGENT_STATE_BYTES}`);
-    const threads = Memory.alloc(config.maxThreads * words[10]);
-    state.add(Process.pointerSize).writePointer(this.region);
-    state.add(Process.pointerSize * 4).writePointer(threads);
+    const L = this.layout = readLayout(this.cm);
+    if (L['agent.sizeof_state'] > AGENT_STATE_BYTES)
+      throw new Error(`agent state of ${L['agent.sizeof_state']} bytes exceeds ${AGENT_STATE_BYTES}`);
+    this.region = config.shmPath !== null ? this._mapShared(config.shmPath, config.regionSize)
+                                          : this._mapPrivate(config.regionSize, plat.anonMapFlags);
+    this.regionSize = config.regionSize;
+    this._writeHeader(config);
+    const threads = Memory.alloc(config.maxThreads * L['agent.sizeof_thread_state']);
+    state.add(L['agent.state_region']).writePointer(this.region);
+    state.add(L['agent.state_threads']).writePointer(threads);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
-    this.keepAlive.push(state, layout, threads, symbols);
-    const ticks = this.region.add(132).readU32() === 1;
+    this.keepAlive.push(state, threads, symbols);
+    const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
     if (ticks)
       this._startClockPairs();
     return {
@@ -203,7 +214,7 @@ class AdaAgent {
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },
-      layout: words,
+      layout: L,
     };
   }
 
@@ -242,22 +253,31 @@ class AdaAgent {
     return base;
   }
 
+  /* The fields the host chose; ada_init() completes the header (magic last). */
   _writeHeader(c) {
     const r = this.region;
-    r.add(8).writeU32(1);
-    r.add(12).writeU32(c.maxThreads);
-    r.add(16).writeU32(c.indexCapacity);
-    r.add(20).writeU32(c.detailCapacity);
-    r.add(40).writeU32(c.policy);
-    r.add(48).writeU64(uint64(c.heartbeatNs));
-    r.add(56).writeU64(uint64(c.stallNs));
-    r.add(64).writeU64(uint64(c.indexRingsOffset));
-    r.add(72).writeU64(uint64(c.detailRingsOffset));
-    r.add(80).writeU64(uint64(c.regionSize));
-    r.add(88).writeU32(c.detailMode);
-    r.add(92).writeU32(c.stackBytes);
-    r.add(112).writeU64(uint64(c.triggerGapNs));
-    r.writeU64(uint64('0x31474e4952414441'));  /* magic last: the header is complete */
+    const at = field => r.add(this.layout['header.' + field]);
+    at('max_threads').writeU32(c.maxThreads);
+    at('index_capacity').writeU32(c.indexCapacity);
+    at('detail_capacity').writeU32(c.detailCapacity);
+    at('policy').writeU32(c.policy);
+    at('heartbeat_ns').writeU64(uint64(c.heartbeatNs));
+    at('stall_ns').writeU64(uint64(c.stallNs));
+    at('index_rings_offset').writeU64(uint64(c.indexRingsOffset));
+    at('detail_rings_offset').writeU64(uint64(c.detailRingsOffset));
+    at('region_size').writeU64(uint64(c.regionSize));
+    at('detail_mode').writeU32(c.detailMode);
+    at('stack_bytes').writeU32(c.stackBytes);
+    at('trigger_gap_ns').writeU64(uint64(c.triggerGapNs));
+  }
+
+  /* A thread slot's control block in the region at `base` (or in a copy of it). */
+  _slot(base, slot) {
+    return base.add(this.layout['region.slots_offset'] + slot * this.layout['sizeof.slot']);
+  }
+
+  _registered() {
+    return Math.min(this.region.add(this.layout['header.registered']).readU32(), this.config.maxThreads);
   }
 
   /*
@@ -427,25 +447,30 @@ class AdaAgent {
    */
   pull(tails, budget) {
     const c = this.config;
+    const L = this.layout;
+    const P = c.pull;  /* the buffer's format, as the host reads it (tracer/record/transport.py) */
     const r = this.region;
+    const eventBytes = L['sizeof.event'];
     for (let i = 0; i < tails.length; i += 3) {
       const slot = tails[i];
-      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
-      ctl.add(128).writeU64(uint64(tails[i + 1]));
-      ctl.add(136).writeU64(uint64(tails[i + 2]));
+      const ctl = this._slot(r, slot);
+      ctl.add(L['slot.tail']).writeU64(uint64(tails[i + 1]));
+      ctl.add(L['slot.detail_tail']).writeU64(uint64(tails[i + 2]));
       this.tails[slot] = [tails[i + 1], tails[i + 2]];
     }
     this.heartbeat();
-    const registered = Math.min(r.add(24).readU32(), c.maxThreads);
-    const fixed = PULL_PREFIX + REGION_HEADER_PAGE + registered * SLOT_BYTES;
+    const registered = this._registered();
+    const controls = L['region.slots_offset'] + registered * L['sizeof.slot'];
+    const fixed = P.prefixBytes + controls;
     const maxSegments = registered * 2;
-    const capacity = fixed + maxSegments * SEGMENT_BYTES + budget;
+    const capacity = fixed + maxSegments * P.segmentBytes + budget;
     if (this.stage === null || this.stage.size < capacity)
       this.stage = { base: Memory.alloc(capacity), size: capacity };
     const st = this.stage.base;
-    Memory.copy(st.add(PULL_PREFIX), r, REGION_HEADER_PAGE + registered * SLOT_BYTES);
+    const copyOfRegion = st.add(P.prefixBytes);
+    Memory.copy(copyOfRegion, r, controls);
     const table = st.add(fixed);
-    let data = fixed + maxSegments * SEGMENT_BYTES;
+    let data = fixed + maxSegments * P.segmentBytes;
     let segments = 0;
     let left = budget;
     const addSegment = (slot, lane, start, length, ringBase, ringSize) => {
@@ -454,26 +479,26 @@ class AdaAgent {
       Memory.copy(st.add(data), ringBase.add(pos), first);
       if (first < length)
         Memory.copy(st.add(data + first), ringBase, length - first);
-      const e = table.add(segments * SEGMENT_BYTES);
-      e.writeU32(slot);
-      e.add(4).writeU32(lane);
-      e.add(8).writeU64(uint64(start));
-      e.add(16).writeU64(uint64(length));
-      e.add(24).writeU64(uint64(data));
+      const e = table.add(segments * P.segmentBytes);
+      e.add(P.segment.slot).writeU32(slot);
+      e.add(P.segment.lane).writeU32(lane);
+      e.add(P.segment.start).writeU64(uint64(start));
+      e.add(P.segment.length).writeU64(uint64(length));
+      e.add(P.segment.offset).writeU64(uint64(data));
       segments++;
       data += length;
       left -= length;
     };
     for (let slot = 0; slot < registered; slot++) {
-      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
-      const copy = st.add(PULL_PREFIX + REGION_HEADER_PAGE + slot * SLOT_BYTES);
-      if (ctl.readU32() !== 1)
+      const ctl = this._slot(r, slot);
+      const copy = this._slot(copyOfRegion, slot);
+      if (ctl.add(L['slot.state']).readU32() !== L['const.slot_active'])
         continue;
       const [tail, dtail] = this.tails[slot] || [0, 0];
       /* Index head before detail head, as the local drain reads them: every index
        * event sent then has its detail record (written first) available too. */
-      const head = ctl.add(64).readU64().toNumber();
-      const dhead = c.detailCapacity > 0 ? ctl.add(8).readU64().toNumber() : 0;
+      const head = ctl.add(L['slot.head']).readU64().toNumber();
+      const dhead = c.detailCapacity > 0 ? ctl.add(L['slot.detail_head']).readU64().toNumber() : 0;
       /* A slot's detail is sent whole (whole records) or waits for the next pull. */
       let detailSent = 0;
       if (dhead > dtail && dhead - dtail <= left) {
@@ -481,17 +506,18 @@ class AdaAgent {
                    c.detailCapacity);
         detailSent = dhead - dtail;
       }
-      copy.add(8).writeU64(uint64(dtail + detailSent));
-      const events = Math.max(0, Math.min(head - tail, Math.floor(left / 32)));
+      copy.add(L['slot.detail_head']).writeU64(uint64(dtail + detailSent));
+      const events = Math.max(0, Math.min(head - tail, Math.floor(left / eventBytes)));
+      const ringBytes = c.indexCapacity * eventBytes;
       if (events > 0)
-        addSegment(slot, 0, tail * 32, events * 32, r.add(c.indexRingsOffset + slot * c.indexCapacity * 32),
-                   c.indexCapacity * 32);
-      copy.add(64).writeU64(uint64(tail + events));
+        addSegment(slot, 0, tail * eventBytes, events * eventBytes,
+                   r.add(c.indexRingsOffset + slot * ringBytes), ringBytes);
+      copy.add(L['slot.head']).writeU64(uint64(tail + events));
     }
-    st.writeU32(PULL_MAGIC);
-    st.add(4).writeU32(segments);
-    st.add(8).writeU32(registered);
-    st.add(12).writeU32(maxSegments);
+    st.add(P.prefix.magic).writeU32(P.magic);
+    st.add(P.prefix.segments).writeU32(segments);
+    st.add(P.prefix.registered).writeU32(registered);
+    st.add(P.prefix.capacity).writeU32(maxSegments);
     return ArrayBuffer.wrap(st, data);
   }
 
@@ -511,16 +537,15 @@ class AdaAgent {
 
   /* Ring bytes produced but not yet consumed by the host, over all slots. */
   _pendingBytes() {
-    const c = this.config;
-    const r = this.region;
-    const registered = Math.min(r.add(24).readU32(), c.maxThreads);
+    const L = this.layout;
+    const registered = this._registered();
     let total = 0;
     for (let slot = 0; slot < registered; slot++) {
-      const ctl = r.add(REGION_HEADER_PAGE + slot * SLOT_BYTES);
+      const ctl = this._slot(this.region, slot);
       const [tail, dtail] = this.tails[slot] || [0, 0];
-      total += (ctl.add(64).readU64().toNumber() - tail) * 32;
-      if (c.detailCapacity > 0)
-        total += ctl.add(8).readU64().toNumber() - dtail;
+      total += (ctl.add(L['slot.head']).readU64().toNumber() - tail) * L['sizeof.event'];
+      if (this.config.detailCapacity > 0)
+        total += ctl.add(L['slot.detail_head']).readU64().toNumber() - dtail;
     }
     return total;
   }
@@ -536,7 +561,7 @@ class AdaAgent {
       this.hooked = false;
     }
     if (this.region !== null)
-      this.region.add(44).writeU32(1);
+      this.region.add(this.layout['header.stop']).writeU32(1);
     return true;
   }
 }

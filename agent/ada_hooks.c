@@ -21,8 +21,10 @@
  *    the target system's gcc -O2 -Wall -Werror (the external toolchain, about
  *    10% faster per call here): it must stay warning-free under both.
  *
- * Shared region layout (all little-endian; mirrored in tracer/rings.py, which
- * checks the offsets reported by ada_layout() at start-up):
+ * Shared region layout (all little-endian). ada_layout() reports, by name,
+ * every field the host or the agent's JavaScript touches: the JavaScript takes
+ * its offsets from it, and the host checks it against its mirror
+ * (tracer/record/rings.py) at start-up.
  *
  *   0                     RegionHeader (168 bytes; the rest of the page is free)
  *   1024                  TriggerEntry[ADA_TRIGGER_SLOTS] (32 bytes each)
@@ -60,6 +62,9 @@ extern gpointer ada_memcpy (gpointer dst, gconstpointer src, gsize n);
 #define ADA_EVENT_RETURN 2
 #define ADA_NO_DETAIL 0xffffffffU
 #define ADA_SLOT_ACTIVE 1
+#define ADA_SLOTS_OFFSET 4096
+#define ADA_POLICY_WAIT 0
+#define ADA_POLICY_DROP 1
 #define ADA_SHADOW_MAX 256
 #define ADA_DETAIL_OFF 0
 #define ADA_DETAIL_ALWAYS 1
@@ -82,7 +87,7 @@ typedef struct
   guint32 registered;         /* slots claimed (may exceed max_threads) */
   guint32 overflow_threads;   /* threads that found no free slot */
   guint64 overflow_events;    /* events of those threads, not recorded */
-  guint32 policy;             /* 0 = wait for the drain (lossless), 1 = drop */
+  guint32 policy;             /* ADA_POLICY_WAIT (lossless) or ADA_POLICY_DROP */
   guint32 stop;               /* set by the host: stop waiting, stop recording */
   guint64 heartbeat_ns;       /* written by the drain on every pass */
   guint64 stall_ns;           /* producer gives up waiting after this much drain silence */
@@ -376,14 +381,15 @@ ada_safe_read (guint8 * dst, guint64 src, guint32 n)
 }
 #endif
 
-/* Called once by the agent after it has mapped the region. */
+/* Called once by the agent after it has mapped the region and written the
+ * header fields the host chose (geometry, policy, detail mode, limits). */
 void
 ada_init (guint32 pid)
 {
   AdaState * s = &ada_state;
   RegionHeader * h = s->region;
   s->tls_key = gum_tls_key_new ();
-  s->slots = (SlotControl *) ((guint8 *) h + 4096);
+  s->slots = (SlotControl *) ((guint8 *) h + ADA_SLOTS_OFFSET);
   s->triggers = (TriggerEntry *) ((guint8 *) h + ADA_TRIGGER_OFFSET);
   s->index_rings = (guint8 *) h + h->index_rings_offset;
   s->index_mask = h->index_capacity - 1;
@@ -398,6 +404,8 @@ ada_init (guint32 pid)
 #ifdef ADA_TICKS
   h->clock_ticks = 1;
 #endif
+  h->version = ADA_REGION_VERSION;
+  h->magic = ADA_REGION_MAGIC;  /* last: the header is complete */
 }
 
 /* The agent's table of hooked functions (see ADA_FUNCTION_ID); mask = slots - 1. */
@@ -457,30 +465,98 @@ ada_clock_pair (guint32 as_base)
 #endif
 }
 
-/* Offsets of the shared layout, so the host can check it agrees. */
-void
-ada_layout (guint64 * out)
+typedef struct
 {
-  RegionHeader * h = NULL;
-  SlotControl * c = NULL;
-  out[0] = sizeof (RegionHeader);
-  out[1] = sizeof (SlotControl);
-  out[2] = sizeof (IndexEvent);
-  out[3] = (guint64) (gsize) &h->registered;
-  out[4] = (guint64) (gsize) &h->heartbeat_ns;
-  out[5] = (guint64) (gsize) &c->head;
-  out[6] = (guint64) (gsize) &c->tail;
-  out[7] = (guint64) (gsize) &c->drops;
-  out[8] = (guint64) (gsize) &h->stop;
-  out[9] = (guint64) (gsize) &h->overflow_events;
-  out[10] = sizeof (ThreadState);
-  out[11] = sizeof (AdaState);
-  out[12] = (guint64) (gsize) &h->region_size;
-  out[13] = (guint64) (gsize) &c->detail_head;
-  out[14] = (guint64) (gsize) &c->detail_tail;
-  out[15] = (guint64) (gsize) &h->trigger_gap_ns;
-  out[16] = (guint64) (gsize) &h->clock_seq;
-  out[17] = (guint64) (gsize) &c->wait_ns;
+  const gchar * name;
+  guint64 value;
+} AdaLayoutEntry;
+
+#define ADA_LAYOUT(name_, value_) \
+  do { \
+    if (n < capacity) \
+    { \
+      out[n].name = (name_); \
+      out[n].value = (guint64) (value_); \
+    } \
+    n++; \
+  } while (0)
+#define ADA_OFFSET(struct_, field_) ((guint64) (gsize) &((struct_ *) NULL)->field_)
+#define ADA_HEADER(field_) ADA_LAYOUT ("header." #field_, ADA_OFFSET (RegionHeader, field_))
+#define ADA_SLOT(field_) ADA_LAYOUT ("slot." #field_, ADA_OFFSET (SlotControl, field_))
+#define ADA_TRIGGER(field_) ADA_LAYOUT ("trigger." #field_, ADA_OFFSET (TriggerEntry, field_))
+#define ADA_EVENT(field_) ADA_LAYOUT ("event." #field_, ADA_OFFSET (IndexEvent, field_))
+
+/*
+ * The shared layout by name: every field and constant the host or the agent's
+ * JavaScript touches (the host checks all but agent.*, which only the
+ * JavaScript uses). Fills up to `capacity` entries; returns how many there are.
+ */
+guint
+ada_layout (AdaLayoutEntry * out, guint capacity)
+{
+  guint n = 0;
+  ADA_LAYOUT ("region.slots_offset", ADA_SLOTS_OFFSET);
+  ADA_LAYOUT ("region.triggers_offset", ADA_TRIGGER_OFFSET);
+  ADA_LAYOUT ("region.trigger_slots", ADA_TRIGGER_SLOTS);
+  ADA_LAYOUT ("const.slot_active", ADA_SLOT_ACTIVE);
+  ADA_LAYOUT ("const.policy_wait", ADA_POLICY_WAIT);
+  ADA_LAYOUT ("const.policy_drop", ADA_POLICY_DROP);
+  ADA_LAYOUT ("const.detail_off", ADA_DETAIL_OFF);
+  ADA_LAYOUT ("const.detail_always", ADA_DETAIL_ALWAYS);
+  ADA_LAYOUT ("const.detail_window", ADA_DETAIL_WINDOW);
+  ADA_LAYOUT ("sizeof.header", sizeof (RegionHeader));
+  ADA_HEADER (max_threads);
+  ADA_HEADER (index_capacity);
+  ADA_HEADER (detail_capacity);
+  ADA_HEADER (registered);
+  ADA_HEADER (overflow_threads);
+  ADA_HEADER (overflow_events);
+  ADA_HEADER (policy);
+  ADA_HEADER (stop);
+  ADA_HEADER (heartbeat_ns);
+  ADA_HEADER (stall_ns);
+  ADA_HEADER (index_rings_offset);
+  ADA_HEADER (detail_rings_offset);
+  ADA_HEADER (region_size);
+  ADA_HEADER (detail_mode);
+  ADA_HEADER (stack_bytes);
+  ADA_HEADER (trigger_tail);
+  ADA_HEADER (triggers_coalesced);
+  ADA_HEADER (trigger_gap_ns);
+  ADA_HEADER (clock_seq);
+  ADA_HEADER (clock_ticks);
+  ADA_HEADER (clock_base_ticks);
+  ADA_HEADER (clock_base_ns);
+  ADA_HEADER (clock_pair_ticks);
+  ADA_HEADER (clock_pair_ns);
+  ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
+  ADA_SLOT (state);
+  ADA_SLOT (tid);
+  ADA_SLOT (detail_head);
+  ADA_SLOT (detail_drops);
+  ADA_SLOT (head);
+  ADA_SLOT (drops);
+  ADA_SLOT (waits);
+  ADA_SLOT (wait_ns);
+  ADA_SLOT (tail);
+  ADA_SLOT (detail_tail);
+  ADA_LAYOUT ("sizeof.trigger", sizeof (TriggerEntry));
+  ADA_TRIGGER (timestamp_ns);
+  ADA_TRIGGER (function_id);
+  ADA_TRIGGER (tid);
+  ADA_TRIGGER (commit);
+  ADA_LAYOUT ("sizeof.event", sizeof (IndexEvent));
+  ADA_EVENT (timestamp_ns);
+  ADA_EVENT (function_id);
+  ADA_EVENT (thread_id);
+  ADA_EVENT (event_kind);
+  ADA_EVENT (call_depth);
+  ADA_EVENT (detail_seq);
+  ADA_LAYOUT ("agent.sizeof_thread_state", sizeof (ThreadState));
+  ADA_LAYOUT ("agent.sizeof_state", sizeof (AdaState));
+  ADA_LAYOUT ("agent.state_region", ADA_OFFSET (AdaState, region));
+  ADA_LAYOUT ("agent.state_threads", ADA_OFFSET (AdaState, threads));
+  return n;
 }
 
 static ThreadState *
@@ -566,7 +642,7 @@ ada_wait_for_room (SlotControl * ctl, volatile guint64 * tail, guint64 * cached_
       room = TRUE;
       break;
     }
-    if (h->policy != 0 || h->stop)
+    if (h->policy != ADA_POLICY_WAIT || h->stop)
     {
       room = FALSE;
       break;

@@ -1,12 +1,10 @@
-"""Writing a lane's events straight to the disk (O_DIRECT) once the page cache stops absorbing them.
+"""Writing a lane's events straight to the disk (O_DIRECT): DirectStream.
 
-Why: `ada trace --detail` writes about 1 GB/s. The page cache takes that at memory speed until
-the kernel's dirty limits, then the kernel throttles the writer to the speed of its writeback,
-which can be far below what the disk takes directly: on the development VM 0.3 GB/s buffered
-against 1.4 GB/s with O_DIRECT. Below those limits buffered writes are the cheaper ones (the
-disk work happens after the recording), so under --detail-io auto a lane writes through the
-page cache until it is big enough to matter and `dirty_pressure()` says the kernel has started
-writing back (`worth_going_direct`), then switches to a DirectStream for the rest of the file.
+Why: a lane written at about 1 GB/s (ada's detail lane) fills the page cache up to the kernel's
+dirty limits, after which the kernel throttles the writer to the speed of its writeback, which
+can be far below what the disk takes directly. A writer can therefore switch a lane to a
+DirectStream partway through (ThreadWriter's `detail_go_direct`: the caller decides when; this
+library only knows how).
 
 A DirectStream stages bytes in a page-aligned ring and a thread writes whole 4 KiB blocks
 straight to the disk; the caller only pays a memcpy. The file is the same as with plain writes:
@@ -15,10 +13,10 @@ footer after it) is written through the lane's ordinary descriptor on close. A p
 with SIGKILL loses what was staged but not yet written (at most STAGE_BYTES); readers recover
 everything before it as usual.
 
-Linux only (os.O_DIRECT, /proc/vmstat). `DirectStream.open` returns None (the lane stays in the
-page cache) where O_DIRECT is not available or the second descriptor cannot be had; a
-filesystem that refuses a direct write makes the thread fall back to the ordinary descriptor,
-with the staged bytes intact.
+Linux only (os.O_DIRECT). `DirectStream.open` returns None (the lane stays in the page cache)
+where O_DIRECT is not available or the second descriptor cannot be had; a filesystem that
+refuses a direct write makes the thread fall back to the ordinary descriptor, with the staged
+bytes intact.
 """
 
 from __future__ import annotations
@@ -34,36 +32,6 @@ from .errors import WriterError
 BLOCK = 4096  # alignment of buffer, offset and length for O_DIRECT (any logical block size <= 4K)
 STAGE_BYTES = 8 << 20  # staged and not yet written, at most (per lane)
 WRITE_BYTES = 2 << 20  # largest single write: the staging ring frees up as each one lands
-
-
-VMSTAT = Path("/proc/vmstat")
-
-
-def dirty_pressure(vmstat: Path = VMSTAT) -> bool:
-    """True when the system's dirty and writeback pages have reached the kernel's background
-    threshold: it writes back from now on, and throttles every writer not much later."""
-    try:
-        text = vmstat.read_text()
-    except OSError:
-        return False
-    values = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in ("nr_dirty", "nr_writeback", "nr_dirty_background_threshold"):
-            values[name] = int(value)
-    if len(values) < 3:
-        return False
-    return values["nr_dirty"] + values["nr_writeback"] >= values["nr_dirty_background_threshold"]
-
-
-MIN_DIRECT_LANE = 32 << 20  # below this a lane stays in the page cache under --detail-io auto
-
-
-def worth_going_direct(lane_bytes: int) -> bool:
-    """--detail-io auto: a lane that has written MIN_DIRECT_LANE goes direct once the page cache
-    is under pressure. Small lanes never do: a staging ring and a thread each would cost more
-    than they save."""
-    return lane_bytes >= MIN_DIRECT_LANE and dirty_pressure()
 
 
 class DirectStream:

@@ -1,9 +1,9 @@
 """Every on-disk structure of ATF v2, declared once as numpy dtypes and constants.
 
-This module is the byte-level specification in code (see docs/format.md and
-../shared/ATF_FORMAT.md). Revision 1 is what we write; revision 2 is a variant
-described by one seed page that we only read. Other modules parse and write
-through these declarations and never spell an offset themselves.
+This module is the byte-level specification in code (docs/format.md is the same in
+words). Revision 1 is what we write; revision 2 is a variant described by one seed
+page that we only read. Other modules parse and write through these declarations
+and never spell an offset themselves.
 """
 
 from __future__ import annotations

@@ -142,12 +142,12 @@ class ThreadWriter:
 
     Bulk appends take a numpy array of format.INDEX_EVENT or raw 32-byte records
     exactly as the drain hands them over; single events go through a small
-    buffer. detail.atf is created on the first detail event; `direct_detail` says when its
+    buffer. detail.atf is created on the first detail event; `detail_go_direct` says when its
     events should go straight to the disk (see _Lane; the recorder's choice, as it writes GBs).
     """
 
     def __init__(self, directory: str | os.PathLike, *, thread_id: int, arch: int, os_id: int,
-                 clock_type: int, direct_detail: Callable[[int], bool] | None = None) -> None:
+                 clock_type: int, detail_go_direct: Callable[[int], bool] | None = None) -> None:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ class ThreadWriter:
         self.arch = arch
         self.os_id = os_id
         self.clock_type = clock_type
-        self.direct_detail = direct_detail
+        self.detail_go_direct = detail_go_direct
         self._detail: _Lane | None = None
         self._detail_seq_range: tuple[int, int] | None = None
         self._index = _Lane(self.directory / "index.atf", self._index_header())
@@ -322,7 +322,7 @@ class ThreadWriter:
     def _detail_lane(self) -> _Lane:
         if self._detail is None:
             self._detail = _Lane(self.directory / "detail.atf", self._detail_header(),
-                                 go_direct=self.direct_detail)
+                                 go_direct=self.detail_go_direct)
             # The index header says a detail file exists from now on.
             try:
                 os.pwrite(self._index.fd, self._index_header().tobytes(), 0)
@@ -442,7 +442,7 @@ class SessionWriter:
 
     def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
                  clock_type: int, started: _dt.datetime | None = None,
-                 direct_detail: Callable[[int], bool] | None = None) -> None:
+                 detail_go_direct: Callable[[int], bool] | None = None) -> None:
         started = started or _dt.datetime.now()
         stamp = started.strftime("session_%Y%m%d_%H%M%S")
         base = Path(output_dir)
@@ -462,14 +462,14 @@ class SessionWriter:
         self.path = candidate
         self.pid = pid
         self.arch, self.os_id, self.clock_type = arch, os_id, clock_type
-        self.direct_detail = direct_detail
+        self.detail_go_direct = detail_go_direct
         self.threads: list[ThreadWriter] = []
 
     def add_thread(self, thread_id: int) -> ThreadWriter:
         """A writer for the next thread in registration order (thread_0, thread_1, ...)."""
         writer = ThreadWriter(self.path / f"thread_{len(self.threads)}", thread_id=thread_id,
                               arch=self.arch, os_id=self.os_id, clock_type=self.clock_type,
-                              direct_detail=self.direct_detail)
+                              detail_go_direct=self.detail_go_direct)
         self.threads.append(writer)
         return writer
 

@@ -15,18 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import atf  # noqa: E402
-from atf import format as F  # noqa: E402
-from atf.writer import SessionWriter, ThreadWriter  # noqa: E402
+import ada.atf as atf
+from ada.atf import format as F
+from ada.atf.writer import SessionWriter, ThreadWriter
 
 BATCH = 1 << 16  # events per append, as the drain hands them over
 

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import frida
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import ada.atf as atf
 
-import atf  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EMPTY_HOOK = """
 const cm = new CModule(`
@@ -106,7 +105,7 @@ class AdaRun:
 def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = ()) -> AdaRun:
     """One `ada trace` of the benchmark target, measured by the target itself."""
     settle_page_cache()
-    proc = subprocess.run([sys.executable, "-m", "tracer", "trace", "-q", "-o", str(out_dir),
+    proc = subprocess.run([sys.executable, "-m", "ada", "trace", "-q", "-o", str(out_dir),
                            "-f", str(exe), str(calls), str(threads), "-i", "bench_target!small",
                            *extra], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
@@ -142,7 +141,7 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
         joiner = frida.get_local_device().attach(target.pid)
         joiner.join_portal(f"127.0.0.1:{cluster}")
         settle_page_cache()
-        ada_proc = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", str(out_dir),
+        ada_proc = subprocess.Popen([sys.executable, "-m", "ada", "trace", "-o", str(out_dir),
                                      "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
                                      "-i", "bench_target!small"], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, cwd=ROOT)

@@ -1,4 +1,4 @@
-"""An independent encoder of ATF v2 files, written from ../shared/ATF_FORMAT.md with struct.
+"""An independent encoder of ATF v2 files, written from docs/format.md with struct.
 
 Tests use it as an oracle: files built here do not go through atf.format or
 atf.writer, so a wrong offset in the library cannot hide itself.

@@ -9,16 +9,21 @@ from pathlib import Path
 
 import numpy as np
 
-import atf
-from atf import format as F
+import ada.atf as atf
+from ada.atf import format as F
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def ada_command(*args: object) -> list[str]:
+    """The argv of `ada ARGS`, as the installed package runs it (`python -m ada`)."""
+    return [sys.executable, "-m", "ada", *map(str, args)]
+
+
 def run_ada(*args: object, timeout: float = 120, check: bool = False,
             **kwargs) -> subprocess.CompletedProcess:
-    """Run `python -m tracer ARGS`; print its output so a failing test shows it."""
-    cmd = [sys.executable, "-m", "tracer", *map(str, args)]
+    """Run `ada ARGS`; print its output so a failing test shows it."""
+    cmd = ada_command(*args)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                              **kwargs)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-import atf
-from atf import format as F
+import ada.atf as atf
+from ada.atf import format as F
 
 DATA = Path(__file__).parent / "data"
 

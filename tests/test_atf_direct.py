@@ -11,12 +11,12 @@ import os
 import numpy as np
 import pytest
 
-import atf
-from atf import direct
-from atf import format as F
-from atf.errors import WriterError
-from atf.records import scatter
-from atf.writer import SessionWriter, ThreadWriter
+import ada.atf as atf
+from ada.atf import direct
+from ada.atf import format as F
+from ada.atf.errors import WriterError
+from ada.atf.records import scatter
+from ada.atf.writer import SessionWriter, ThreadWriter
 from helpers import o_direct_works
 
 
@@ -66,7 +66,7 @@ def write_thread(directory, chunks, go_direct):
     """One thread's lanes: index events first, then their detail records in `chunks`."""
     n = sum(c[1] for c in chunks)
     w = ThreadWriter(directory, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                     clock_type=F.CLOCK_BOOTTIME, direct_detail=go_direct)
+                     clock_type=F.CLOCK_BOOTTIME, detail_go_direct=go_direct)
     w.append_index(index_events(n))
     for data, _ in chunks:
         w.append_detail(data)
@@ -232,7 +232,7 @@ def test_a_failing_disk_is_a_writer_error_and_the_index_lane_still_finishes(tmp_
     d = tmp_path / "thread_0"
     n = sum(c[1] for c in big_chunks)
     w = ThreadWriter(d, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                     clock_type=F.CLOCK_BOOTTIME, direct_detail=always)
+                     clock_type=F.CLOCK_BOOTTIME, detail_go_direct=always)
     w.append_index(index_events(n))
     with pytest.raises(WriterError, match="No space left on device"):
         for data, _ in big_chunks:  # 44 MB: more than the staging ring holds past the failure
@@ -251,7 +251,7 @@ def test_a_failing_index_lane_still_finishes_the_detail_lane_and_other_threads(
     """The index lane's last single events cannot be written: the staged detail still reaches
     the disk, and SessionWriter.finalize goes on to the next thread before raising."""
     sw = SessionWriter(tmp_path, 1, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                       clock_type=F.CLOCK_BOOTTIME, direct_detail=always)
+                       clock_type=F.CLOCK_BOOTTIME, detail_go_direct=always)
     broken, fine = sw.add_thread(7), sw.add_thread(7)
     chunks = make_chunks([20000])
     for w in (broken, fine):
@@ -273,25 +273,3 @@ def test_a_failing_index_lane_still_finishes_the_detail_lane_and_other_threads(
     report = atf.verify(fine.directory)
     assert report.ok and not report.recovered, report.to_dict()
     assert fine.detail_direct_from == F.HEADER_SIZE
-
-
-def test_auto_goes_direct_only_for_big_lanes_under_pressure(monkeypatch):
-    monkeypatch.setattr(direct, "dirty_pressure", lambda: True)
-    assert not direct.worth_going_direct(0)
-    assert direct.worth_going_direct(direct.MIN_DIRECT_LANE)
-    monkeypatch.setattr(direct, "dirty_pressure", lambda: False)
-    assert not direct.worth_going_direct(direct.MIN_DIRECT_LANE)
-
-
-@pytest.mark.parametrize("dirty, expected", [(100, False), (600, True), (900, True)])
-def test_dirty_pressure_is_the_kernels_background_threshold(tmp_path, dirty, expected):
-    vmstat = tmp_path / "vmstat"
-    vmstat.write_text(f"nr_free_pages 5\nnr_dirty {dirty - 50}\nnr_writeback 50\n"
-                      "nr_dirty_threshold 1200\nnr_dirty_background_threshold 600\n")
-    assert direct.dirty_pressure(vmstat) is expected
-
-
-def test_dirty_pressure_without_vmstat_is_no_pressure(tmp_path):
-    assert direct.dirty_pressure(tmp_path / "missing") is False
-    (tmp_path / "partial").write_text("nr_dirty 5\n")
-    assert direct.dirty_pressure(tmp_path / "partial") is False

@@ -1,4 +1,4 @@
-"""The dtypes of atf.format against the byte tables of ATF_FORMAT.md (via the struct oracle)."""
+"""The dtypes of atf.format against the byte tables of docs/format.md (via the struct oracle)."""
 
 import struct
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import atf_oracle as O
-from atf import format as F
+from ada.atf import format as F
 
 
 @pytest.mark.parametrize("dtype,size", [
@@ -66,7 +66,7 @@ def test_function_id_packing():
 @pytest.mark.parametrize("offsets", [[5], [0, 40, 80, 120], [3, 50, 61, 200]],
                          ids=["one", "evenly-spaced", "irregular"])
 def test_scatter_writes_what_gather_reads_and_nothing_else(offsets):
-    from atf.records import gather, scatter
+    from ada.atf.records import gather, scatter
     rng = np.random.default_rng(7)
     buf = rng.integers(0, 256, 300, dtype=np.uint8)
     before = buf.copy()

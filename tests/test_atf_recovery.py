@@ -16,17 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import atf
+import ada.atf as atf
 import atf_oracle as O
-from atf import format as F
-
-ROOT = Path(__file__).resolve().parents[1]
+from ada.atf import format as F
 
 WRITER_SCRIPT = textwrap.dedent("""
     import sys, numpy as np
-    sys.path.insert(0, {root!r})
-    from atf import format as F
-    from atf.writer import ThreadWriter
+    from ada.atf import format as F
+    from ada.atf.writer import ThreadWriter
     w = ThreadWriter(sys.argv[1], thread_id=5, arch=1, os_id=4, clock_type=3)
     seq = 0
     print("ready", flush=True)
@@ -68,7 +65,7 @@ def read_prefix_invariants(thread_dir: Path) -> tuple[int, int]:
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.4])
 def test_writer_killed_at_random_moment_leaves_a_recoverable_prefix(tmp_path, delay):
     script = tmp_path / "w.py"
-    script.write_text(WRITER_SCRIPT.format(root=str(ROOT)))
+    script.write_text(WRITER_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "thread_0")],
                             stdout=subprocess.PIPE)
     assert proc.stdout.readline().strip() == b"ready"

@@ -8,10 +8,10 @@ import crc32c
 import numpy as np
 import pytest
 
-import atf
+import ada.atf as atf
 import atf_oracle as O
-from atf import format as F
-from atf.writer import SessionWriter, ThreadWriter
+from ada.atf import format as F
+from ada.atf.writer import SessionWriter, ThreadWriter
 
 
 def make_events(n, tid=42, t0=1000, step=3):

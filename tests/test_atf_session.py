@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-import atf
+import ada.atf as atf
 import atf_oracle as O
-from atf import format as F
-from atf.writer import SessionWriter
+from ada.atf import format as F
+from ada.atf.writer import SessionWriter
 
 
 def random_session(tmp_path, sizes, seed=0, dup_every=0):

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from atf import format as F
+from ada.atf import format as F
 from helpers import assert_verify_clean, function_events, run_ada, trace_session
-from tracer.clock import STEP_NS, TickClock
+from ada.tracer.record.clock import STEP_NS, TickClock
 
 GHZ = 2.5  # ticks per ns of the synthetic TSC
 

@@ -4,15 +4,14 @@ import os
 import pty
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import atf
-from atf import format as F
-from helpers import (ROOT, assert_verify_clean, function_events, o_direct_works, run_ada,
-                     trace_session as trace, wait_for_index_events)
+import ada.atf as atf
+from ada.atf import format as F
+from helpers import (ROOT, ada_command, assert_verify_clean, function_events, o_direct_works,
+                     run_ada, trace_session as trace, wait_for_index_events)
 
 
 
@@ -118,9 +117,9 @@ def test_trigger_at_ms(tmp_path, target_bin):
 
 def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
     out_dir = tmp_path / "traces"
-    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", out_dir, "-f",
+    ada = subprocess.Popen(ada_command("trace", "-q", "-o", out_dir, "-f",
                             target_bin("steady"), "3000", "-i", "steady!tick",
-                            "--pre-roll-ms", "50", "--post-roll-ms", "50"],
+                            "--pre-roll-ms", "50", "--post-roll-ms", "50"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         wait_for_index_events(out_dir, 1000)
@@ -199,9 +198,9 @@ def test_enter_at_the_terminal_is_a_trigger(tmp_path, target_bin):
     """ada's stdin is a terminal (a pseudo-terminal here): each Enter is a trigger."""
     master, slave = pty.openpty()
     out_dir = tmp_path / "traces"
-    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", out_dir, "-f",
+    ada = subprocess.Popen(ada_command("trace", "-o", out_dir, "-f",
                             target_bin("steady"), "3000", "-i", "steady!tick",
-                            "--pre-roll-ms", "50", "--post-roll-ms", "50"],
+                            "--pre-roll-ms", "50", "--post-roll-ms", "50"),
                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, cwd=ROOT)
     os.close(slave)

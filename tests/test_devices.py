@@ -4,16 +4,15 @@ errors. USB iOS/Android devices are not available on this machine."""
 
 import socket
 import subprocess
-import sys
 import time
 
 import frida
 import numpy as np
 import pytest
 
-import atf
-from atf import format as F
-from helpers import (ROOT, assert_verify_clean, function_events, run_ada, session_path,
+import ada.atf as atf
+from ada.atf import format as F
+from helpers import (ROOT, ada_command, assert_verify_clean, function_events, run_ada, session_path,
                      wait_for_index_events)
 
 
@@ -88,9 +87,9 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
     local = frida.get_local_device()
     joiner = local.attach(target.pid)
     joiner.join_portal(f"127.0.0.1:{cluster}")
-    ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-o", tmp_path,
+    ada = subprocess.Popen(ada_command("trace", "-o", tmp_path,
                             "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
-                            "-i", "exact_calls!work"],
+                            "-i", "exact_calls!work"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         deadline = time.monotonic() + 60
@@ -145,9 +144,9 @@ def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bi
         assert target.stdout.readline().startswith("tick")  # running main() (see above)
         joiner = frida.get_local_device().attach(target.pid)
         joiner.join_portal(f"127.0.0.1:{cluster}")
-        ada = subprocess.Popen([sys.executable, "-m", "tracer", "trace", "-q", "-o", tmp_path,
+        ada = subprocess.Popen(ada_command("trace", "-q", "-o", tmp_path,
                                 "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
-                                "-i", "ticker!work"],
+                                "-i", "ticker!work"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         wait_for_index_events(tmp_path, 20000)
         for connection in portal.controllers:  # cut ada's link; the target keeps running

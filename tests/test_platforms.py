@@ -9,14 +9,15 @@ import subprocess
 import frida
 import pytest
 
-import atf
+import ada.atf as atf
 import atf_oracle as O
-from atf import format as F
+from ada.atf import format as F
+from ada.tracer.errors import TracerError
+from ada.tracer.record.devices import add_target_arguments, target_from_args
+from ada.tracer.record.pipeline import agent_sources
+from ada.tracer.record.selection import parse_item
+from ada.tracer.record.transport import resolve_transport
 from helpers import run_ada
-from tracer.devices import add_target_arguments, target_from_args
-from tracer.errors import TracerError
-from tracer.recorder import agent_sources, resolve_transport
-from tracer.selection import parse_item
 
 
 def test_platform_constants_follow_the_format():

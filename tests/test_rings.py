@@ -3,7 +3,7 @@
 import numpy as np
 
 import atf_oracle as O
-from tracer.rings import RegionGeometry, RingReader
+from ada.tracer.record.rings import RegionGeometry, RingReader
 
 
 def test_detail_pieces_split_whole_records_across_the_wrap():

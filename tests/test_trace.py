@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import atf
-from atf import format as F
-from helpers import (assert_balanced, assert_verify_clean, function_events, run_ada,
+import ada.atf as atf
+from ada.atf import format as F
+from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
                      trace_session as trace, wait_for_index_events)
 
 
@@ -123,8 +123,8 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):
 
 def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bin):
     out_dir = tmp_path / "traces"
-    ada = subprocess.Popen([os.sys.executable, "-m", "tracer", "trace", "-q", "-o", out_dir,
-                            "-f", target_bin("ticker"), "-i", "ticker!work"],
+    ada = subprocess.Popen(ada_command("trace", "-q", "-o", out_dir,
+                            "-f", target_bin("ticker"), "-i", "ticker!work"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            cwd=Path(__file__).resolve().parents[1])
     target_pid = None
@@ -217,8 +217,8 @@ def test_permission_denied_is_one_line_and_exit_1(tmp_path):
                            "sh", "-c", "echo ready; exec sleep 60"])
     try:
         out = subprocess.run(["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace",
-                              os.sys.executable, "-m", "tracer", "trace", "-p", str(target.pid),
-                              "-i", "nanosleep", "-o", tmp_path],
+                              *ada_command("trace", "-p", target.pid, "-i", "nanosleep",
+                                           "-o", tmp_path)],
                              capture_output=True, text=True, timeout=120,
                              cwd=Path(__file__).resolve().parents[1])
         assert target.poll() is None, "the target must survive a refused attach"

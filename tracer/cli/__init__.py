@@ -2,6 +2,9 @@
 
 Library errors (AtfError) and usage errors (CliError) print one line on stderr
 and exit 1; a traceback appears only with --debug.
+
+Reading never needs Frida: only `ada trace` imports tracer.record (which imports frida), and
+only once its own arguments are parsed, so `ada info/dump/verify` run where Frida cannot load.
 """
 
 from __future__ import annotations
@@ -9,19 +12,34 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
-from atf import AtfError
+from ada.atf import AtfError
 
 from ..errors import TracerError
-
 from . import dump, info, trace, verify
 
 COMMANDS = (trace, info, dump, verify)
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors in one line on stderr (exit 2), pointing at --help."""
+    """Usage errors in one line on stderr (exit 2), pointing at --help.
+
+    `arguments` adds a subcommand's arguments when that subcommand is the one parsed (or its
+    help is asked for), so what they import is imported only then.
+    """
+
+    def __init__(self, *args: Any,
+                 arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arguments = arguments
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._arguments is not None:
+            add, self._arguments = self._arguments, None
+            add(self)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -40,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except TracerError as e:  # a subcommand's arguments could not be set up (trace without Frida)
+        print(f"ada: error: {e}", file=sys.stderr)
+        return 1
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)

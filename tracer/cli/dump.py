@@ -11,9 +11,9 @@ import argparse
 import sys
 from typing import TextIO
 
-from atf import format as F
-from atf.reader import DetailEvent
-from atf.session import SessionReader
+from ada.atf import format as F
+from ada.atf.reader import DetailEvent
+from ada.atf.session import SessionReader
 
 from .common import non_negative_int
 

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from atf import format as F
-from atf.reader import RECOVERED
-from atf.session import SessionReader
+from ada.atf import format as F
+from ada.atf.reader import RECOVERED
+from ada.atf.session import SessionReader
 
 from .common import format_duration_ns
 

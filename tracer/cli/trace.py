@@ -1,4 +1,9 @@
-"""`ada trace`: record every call and return of the selected functions of a live process."""
+"""`ada trace`: record every call and return of the selected functions of a live process.
+
+The only subcommand that records, and so the only one that imports tracer.record (and with it
+frida): its arguments are added, and the recorder imported, only when `ada trace` is the
+command being run.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,12 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from ..devices import (add_device_arguments, add_target_arguments, check_device_arguments,
-                       open_device, setup_peer_connection, target_from_args)
-from ..recorder import Progress, Recorder, TraceOptions
-from ..selection import SelectionAction, add_selection_arguments
 from .common import CliError, number
+
+if TYPE_CHECKING:
+    from ..record.recorder import Progress, Recorder
 
 
 positive_float = number(float, above=0)
@@ -23,14 +28,24 @@ positive_int = number(int, minimum=1)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "trace", help="record calls and returns of a live process",
+    sub.add_parser(
+        "trace", help="record calls and returns of a live process", arguments=add_arguments,
         description="Attach to (or spawn) a process, hook the selected functions and record "
         "every call and return into an ATF session directory. Stops on Ctrl-C, SIGTERM, "
         "--duration, or when the target exits. The session path is the last line on stdout.",
         epilog="examples:\n  ada trace -f ./demo -i 'demo!work*'\n  ada trace -p 1234 -i "
         "'libc.so.6!open*' --duration 10\n  ada trace -n server -s 'handle_*' -o /tmp/traces",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of `ada trace` (frida-tools' device options among them: imports frida)."""
+    try:
+        from ..record.devices import add_device_arguments, add_target_arguments
+        from ..record.options import DETAIL_IO
+        from ..record.selection import SelectionAction, add_selection_arguments
+    except ImportError as e:
+        raise CliError(f"ada trace needs Frida, which cannot be loaded here ({e})") from None
     add_target_arguments(p)
     add_selection_arguments(p)
     add_device_arguments(p)
@@ -80,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--pre-roll-buffer-mb", type=positive_int, default=256, metavar="MB",
                    help="memory for detail waiting for a trigger (default 256); if it cuts a "
                    "window short, the manifest and status line say by how much")
-    d.add_argument("--detail-io", choices=("auto", "direct", "cached"), default="auto",
+    d.add_argument("--detail-io", choices=DETAIL_IO, default="auto",
                    help="how detail.atf is written: auto goes through the page cache, and "
                    "straight to the disk (O_DIRECT, Linux) for a thread past 32 MiB of detail "
                    "once the kernel starts writing back dirty pages; direct goes straight to "
@@ -91,6 +106,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..record.devices import (check_device_arguments, open_device, setup_peer_connection,
+                                  target_from_args)
+    from ..record.options import TraceOptions
+    from ..record.recorder import Recorder
+
     parser: argparse.ArgumentParser = args.parser
     target = target_from_args(parser, args)
     check_device_arguments(parser, args)

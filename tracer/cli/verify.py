@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import atf
+import ada.atf as atf
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

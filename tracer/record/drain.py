@@ -6,41 +6,31 @@ hands the room back to the producer by advancing the ring's tail. thread_N is
 ring slot N, so N is the thread's registration order.
 
 With the detail lane on, each pass then moves every thread's new detail
-records to the detail sink (tracer.detail.AlwaysDetail for --detail, or
-tracer.flight.FlightRecorder), and lets it persist what it can: index first,
+records to the detail sink (detail_sinks.py: every record for --detail, or the
+flight recorder's windows), and lets it persist what it can: index first,
 detail second, always.
 
 When the agent times events with raw TSC ticks, the drain rewrites them as
-CLOCK_BOOTTIME ns in the ring itself (tracer.clock) before a writer or sink
-sees them: one place for the conversion, whatever reads the events after.
+CLOCK_BOOTTIME ns in the ring itself (clock.py) before a writer or sink sees
+them: one place for the conversion, whatever reads the events after.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Protocol
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
-from atf import format as F
-from atf.records import Walk, gather, scatter, walk_records
-from atf.writer import SessionWriter, ThreadWriter
+from ada.atf import format as F
+from ada.atf.records import Walk, gather, scatter, walk_records
+from ada.atf.writer import SessionWriter, ThreadWriter
 
 from .clock import TickClock
+from .detail_sinks import DetailSink
 from .rings import RingReader, clock_ns
-
-
-class DetailSink(Protocol):
-    """feed() gets whole, well-formed records and their walk (offsets relative to data).
-
-    data may be a view of the ring, valid until settle() returns: keep only copies.
-    """
-
-    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None: ...
-    def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
-    def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
 
 IDLE_SLEEP_S = 0.0005
 DETAIL_TIMESTAMP = F.detail_event_header_dtype(F.REVISION_1).fields["timestamp"][1]
@@ -63,16 +53,16 @@ class DrainStats:
 class Drain(threading.Thread):
     """Polls the rings until stopped; `finish()` drains what is left and stops."""
 
-    def __init__(self, rings: RingReader, session: SessionWriter,
-                 detail: DetailSink | None = None,
+    def __init__(self, rings: RingReader, writer: SessionWriter,
+                 sink: DetailSink | None = None,
                  on_trigger: Callable[[int, int, int], None] | None = None,
                  sync: Callable[[], int] | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
-        self.session = session
-        self.detail = detail
+        self.writer = writer
+        self.sink = sink
         self.on_trigger = on_trigger
         self.writers: list[ThreadWriter] = []
         self.tails: list[int] = []
@@ -102,7 +92,7 @@ class Drain(threading.Thread):
         registered = rings.registered
         while len(self.writers) < registered and rings.active(len(self.writers)):
             slot = len(self.writers)
-            self.writers.append(self.session.add_thread(rings.tid(slot)))
+            self.writers.append(self.writer.add_thread(rings.tid(slot)))
             self.tails.append(0)
             self.detail_tails.append(0)
             self.stats.drops.append(0)
@@ -122,7 +112,7 @@ class Drain(threading.Thread):
             self.stats.drops[slot] = rings.drops(slot)
         self.stats.events += moved
         self.stats.threads = len(self.writers)
-        if self.detail is not None:
+        if self.sink is not None:
             moved += self._drain_detail()
         return moved + pulled
 
@@ -139,7 +129,7 @@ class Drain(threading.Thread):
                                            f"at byte {walk.problem_offset}: {walk.problem}")
                     if self.clock is not None:
                         self._convert_detail(piece, walk)
-                    self.detail.feed(slot, piece, walk)
+                    self.sink.feed(slot, piece, walk)
                 fed.append((slot, head, head - tail))
             self.stats.detail_drops[slot] = rings.detail_drops(slot)
         if self.on_trigger is not None:
@@ -147,7 +137,7 @@ class Drain(threading.Thread):
             self.stats.triggers_lost += lost
             for ts, fid, tid in triggers:
                 self.on_trigger(ts, fid, tid)
-        self.detail.settle(self.writers, clock_ns())
+        self.sink.settle(self.writers, clock_ns())
         # Only now may producers reuse the bytes the sink was fed (it may have read them in place).
         for slot, head, size in fed:
             self.detail_tails[slot] = head
@@ -184,6 +174,29 @@ class Drain(threading.Thread):
         Read on demand (status line, manifest), not on every pass."""
         return [self.rings.waits(slot) for slot in range(len(self.writers))]
 
+    def summary(self) -> dict[str, Any]:
+        """What the drain saw, for the manifest: per thread, the losses and waits, the clock."""
+        rings, stats = self.rings, self.stats
+        waits = self.waits()
+        threads = [{"id": slot, "tid": w.thread_id, "has_detail": w.detail_count > 0,
+                    "index_events": w.index_count, "detail_events": w.detail_count,
+                    "drops": stats.drops[slot], "detail_drops": stats.detail_drops[slot],
+                    "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3),
+                    "detail_direct_from": w.detail_direct_from}
+                   for slot, w in enumerate(self.writers)]
+        ranges = [r for r in (w.index_time_range for w in self.writers) if r is not None]
+        return {
+            "events": stats.events, "threads": threads,
+            "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges
+            else None,
+            "index_drops": stats.total_drops, "waits": sum(n for n, _ in waits),
+            "wait_ms": round(sum(ns for _, ns in waits) / 1e6, 3),
+            "overflow_threads": rings.overflow_threads, "overflow_events": rings.overflow_events,
+            "detail_bytes": stats.detail_bytes, "detail_drops": sum(stats.detail_drops),
+            "triggers_coalesced": rings.triggers_coalesced, "triggers_lost": stats.triggers_lost,
+            "clock": self.clock.summary() if self.clock is not None else {"hot_path": "os"},
+        }
+
     def finish(self, settle_s: float = 0.05) -> None:
         """Stop polling, then drain until the rings stay empty for `settle_s`."""
         self._stop_requested.set()
@@ -197,5 +210,5 @@ class Drain(threading.Thread):
                 quiet_since = time.monotonic()
             else:
                 time.sleep(IDLE_SLEEP_S)
-        if self.detail is not None:
-            self.detail.finish(self.writers, clock_ns())
+        if self.sink is not None:
+            self.sink.finish(self.writers, clock_ns())

@@ -9,12 +9,13 @@ the session path last on stdout.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 import frida
 from frida_tools.application import ConsoleApplication, find_device, parse_typed_option
 
-from .errors import FRIDA_ERRORS, TracerError, describe_frida_error
+from ..errors import TracerError
+from .frida_errors import FRIDA_ERRORS, describe_frida_error
+from .options import Target
 
 
 class _RecordDeviceFlag(argparse._StoreConstAction):
@@ -47,21 +48,6 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
                    help="spawn FILE (suspended), hook, resume; remaining arguments are its ARGS; "
                    "on a phone FILE is an app identifier")
     g.add_argument("args", nargs="*", metavar="ARGS", help="arguments for -f FILE")
-
-
-@dataclass(frozen=True)
-class Target:
-    kind: str  # "pid" | "name" | "identifier" | "file"
-    value: object
-
-    @property
-    def spawns(self) -> bool:
-        return self.kind == "file"
-
-    def describe(self) -> str:
-        if self.kind == "file":
-            return " ".join(self.value)  # type: ignore[arg-type]
-        return f"{self.kind} {self.value}"
 
 
 def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target:

@@ -13,6 +13,13 @@ import argparse
 from typing import Any
 
 
+# The flag each selection item was given with, to describe a selection in the user's spelling.
+_FLAGS = {("include", "function"): "-i", ("exclude", "function"): "-x",
+          ("include", "module"): "-I", ("exclude", "module"): "-X",
+          ("include", "offset"): "-a", ("include", "symbol"): "-s",
+          ("include", "objc"): "-m", ("exclude", "objc"): "-M"}
+
+
 def _split(value: str) -> tuple[str | None, str]:
     module, sep, name = value.rpartition("!")
     return (module or None) if sep else None, name
@@ -51,6 +58,20 @@ def parse_item(flag: str, value: str) -> dict[str, Any]:
         return {"op": "include", "kind": "offset", "module": module, "pattern": None,
                 "offset": off}
     raise ValueError(f"unknown selection flag {flag}")
+
+
+def describe_selection(selection: list[dict[str, Any]]) -> str:
+    """The selection in the flags it was typed with, e.g. "-i libc.so.6!open* -X libm.so.6"."""
+    parts = []
+    for s in selection:
+        flag = _FLAGS.get((s["op"], s["kind"]), "?")
+        if s["kind"] == "module":
+            parts.append(f"{flag} {s['module']}")
+        elif s["kind"] == "offset":
+            parts.append(f"{flag} {s['module']}!0x{s['offset']:x}")
+        else:
+            parts.append(f"{flag} {(s['module'] + '!') if s['module'] else ''}{s['pattern']}")
+    return " ".join(parts) or "nothing selected"
 
 
 class SelectionAction(argparse.Action):

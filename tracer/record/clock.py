@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,10 @@ class TickClock:
     def ns_per_tick(self) -> float:
         """The OS clock's rate against the counter, as measured from the recent pairs."""
         return self._measured
+
+    def summary(self) -> dict[str, Any]:
+        """How the hot path read time, for the manifest's clock_source."""
+        return {"hot_path": "tsc", "ns_per_tick": self.ns_per_tick, "resets": self.resets}
 
     def ns_at(self, ticks: int) -> int:
         i = max(0, bisect.bisect_right(self._starts, ticks) - 1)

@@ -1,14 +1,21 @@
-"""Flight recorder: detail captured continuously, persisted only around triggers.
+"""Detail sinks: where the drain hands each thread's detail records, and what they persist.
 
-Every trigger at time T opens the window [T - pre_roll, T + post_roll];
-overlapping windows merge. The drain hands each thread's detail records to
-`feed()`; `settle()` persists, in each thread's order, the records that fall in
-a window (linking them to their index events after the fact) and forgets those
-that no future trigger can reach (older than now - pre_roll - slack).
+Two siblings implement DetailSink, one per detail mode:
 
-Memory is bounded by `cap_bytes`: past it, the oldest undecided records are
-evicted, and any window that would have covered them is marked truncated by
-how much of its start was lost. Nothing is cut silently.
+- AlwaysDetailSink (--detail): every record is persisted, in the drain's own order (index
+  first). The hot path publishes a detail record just before the index event it links to, so
+  a pass can see a record whose index event it has not drained yet. Such records wait for the
+  next pass: a detail event is never written before its index event, so a killed tracer leaves
+  at worst links past the end of a recovered detail.atf (which readers expect), never the
+  other way round.
+- WindowDetailSink (the flight recorder: --pre-roll-ms/--post-roll-ms): detail captured
+  continuously, persisted only around triggers. Every trigger at time T opens the window
+  [T - pre_roll, T + post_roll]; overlapping windows merge. `settle()` persists, in each
+  thread's order, the records that fall in a window (linking them to their index events after
+  the fact) and forgets those that no future trigger can reach (older than now - pre_roll -
+  slack). Memory is bounded by `cap_bytes`: past it, the oldest undecided records are evicted,
+  and any window that would have covered them is marked truncated by how much of its start was
+  lost. Nothing is cut silently.
 """
 
 from __future__ import annotations
@@ -16,12 +23,80 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from atf.records import Walk, gather
-from atf.writer import ThreadWriter
+from ada.atf.records import Walk, gather
+from ada.atf.writer import ThreadWriter
+
+
+class DetailSink(Protocol):
+    """feed() gets whole, well-formed records and their walk (offsets relative to data).
+
+    data may be a view of the ring, valid until settle() returns: keep only copies.
+    summary() is the sink's part of the manifest's "detail" object.
+    """
+
+    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None: ...
+    def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
+    def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
+    def summary(self) -> dict[str, Any]: ...
+
+
+class AlwaysDetailSink:
+    """--detail: every record, linked as the hot path linked it."""
+
+    def __init__(self) -> None:
+        self._queues: dict[int, deque[tuple[np.ndarray, Walk]]] = {}
+        self.persisted = 0
+        self.unlinked = 0  # records whose index event never came (target died in between)
+
+    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None:
+        if len(walk.offsets):
+            self._queues.setdefault(slot, deque()).append((data, walk))
+
+    def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
+        for slot, queue in self._queues.items():
+            self._settle_thread(queue, writers[slot])
+            # What waits for its index events may be a view of the ring: keep a copy.
+            for i, (data, walk) in enumerate(queue):
+                if data.base is not None:
+                    queue[i] = (data.copy(), walk)
+
+    def _settle_thread(self, queue: deque[tuple[np.ndarray, Walk]], writer: ThreadWriter) -> None:
+        while queue:
+            data, walk = queue[0]
+            last = int(gather(data, walk.offsets[-1:], 8, "<u4")[0])
+            if last < writer.index_count:  # the usual case: every index event is written
+                ready = len(walk.offsets)
+            else:
+                seqs = gather(data, walk.offsets, 8, "<u4", walk.stride)
+                ready = int(np.searchsorted(seqs, writer.index_count, "left"))
+            if ready == len(walk.offsets):
+                writer.append_detail(data, walk)
+                self.persisted += ready
+                queue.popleft()
+                continue
+            if ready:  # the rest waits for its index events (a record or two)
+                cut = int(walk.offsets[ready])
+                writer.append_detail(data[:cut], Walk(walk.offsets[:ready], cut, None, None,
+                                                      walk.stride))
+                self.persisted += ready
+                queue[0] = (data[cut:], Walk(walk.offsets[ready:] - cut, len(data) - cut, None,
+                                             None, walk.stride))
+            return
+
+    def finish(self, writers: list[ThreadWriter], now_ns: int) -> None:
+        self.settle(writers, now_ns)
+        for queue in self._queues.values():
+            for _, walk in queue:
+                self.unlinked += len(walk.offsets)
+        self._queues.clear()
+
+    def summary(self) -> dict[str, Any]:
+        return {"unlinked_at_end": self.unlinked}
+
 
 # Triggers found by the hot path reach the host a little after they happen:
 # records this much older than the pre-roll horizon are kept a while longer.
@@ -72,7 +147,9 @@ class FlightStats:
     triggers: list[dict[str, Any]] = field(default_factory=list)
 
 
-class FlightRecorder:
+class WindowDetailSink:
+    """The flight recorder: records persisted only inside trigger windows."""
+
     def __init__(self, pre_roll_ns: int, post_roll_ns: int, cap_bytes: int) -> None:
         self.pre = pre_roll_ns
         self.post = post_roll_ns
@@ -202,3 +279,10 @@ class FlightRecorder:
     @property
     def truncated_ns(self) -> int:
         return sum(w.truncated_ns for w in self.windows)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for the manifest's "detail" object, with the triggers and windows themselves."""
+        return {"persisted": self.stats.persisted, "discarded": self.stats.discarded,
+                "evicted_by_cap": self.stats.evicted, "truncated_ns": self.truncated_ns,
+                "triggers": list(self.stats.triggers),
+                "windows": [w.to_dict() for w in self.windows]}

@@ -1,6 +1,6 @@
 """How the drain reaches the rings: mapped shared memory, or pulled over Frida's channel.
 
-Local device: the region is a /dev/shm file mapped here (tracer.rings.SharedRegion); the drain
+Local device: the region is a /dev/shm file mapped here (rings.SharedRegion); the drain
 reads it in place and `sync()` has nothing to do.
 
 Anywhere the host cannot map the target's memory (USB, -H, a remote frida-server, or
@@ -17,16 +17,41 @@ import threading
 import time
 from typing import Any
 
+import frida
 import numpy as np
 
-from .errors import FRIDA_ERRORS, describe_frida_error
-from .rings import (HEADER_SIZE, S_DETAIL_TAIL, S_TAIL, SLOT_SIZE, RegionGeometry, RingReader)
+from ada.atf import format as F
 
-PULL_MAGIC = 0x50414441  # "ADAP"
-PULL_PREFIX = 16
+from ..errors import TracerError
+from .frida_errors import FRIDA_ERRORS, describe_frida_error
+from .rings import SLOT_SIZE, SLOTS_OFFSET, RegionGeometry, RingReader
+
+# What one `pull` returns (built by pull() in agent/ada_agent.js, which is handed PULL_FORMAT):
+# PULL_PREFIX {u32 magic, u32 segments, u32 registered slots, u32 segment table capacity}, the
+# header page and the registered slots' controls as they sit in the region, the segment table,
+# then the ring bytes each segment names (lane 0 index, 1 detail; start is the ring cursor).
+PULL_PREFIX = np.dtype([("magic", "<u4"), ("segments", "<u4"), ("registered", "<u4"),
+                        ("capacity", "<u4")])
 SEGMENT = np.dtype([("slot", "<u4"), ("lane", "<u4"), ("start", "<u8"), ("length", "<u8"),
                     ("offset", "<u8")])
+PULL_MAGIC = 0x50414441  # "ADAP"
+PULL_FORMAT = {"magic": PULL_MAGIC,
+               "prefixBytes": PULL_PREFIX.itemsize,
+               "prefix": {name: PULL_PREFIX.fields[name][1] for name in PULL_PREFIX.names},
+               "segmentBytes": SEGMENT.itemsize,
+               "segment": {name: SEGMENT.fields[name][1] for name in SEGMENT.names}}
 DEFAULT_BUDGET = 16 << 20
+
+
+def resolve_transport(choice: str, device: frida.core.Device) -> str:
+    """auto: shared memory on the local device (the host can map the target), RPC elsewhere."""
+    local = device.type == "local"
+    if choice == "auto":
+        return "shm" if local else "rpc"
+    if choice == "shm" and not local:
+        raise TracerError(f"--transport shm needs the local device; this host cannot map the "
+                          f"memory of a {device.type} device (use --transport rpc or auto)")
+    return choice
 
 
 class RpcMirror:
@@ -39,7 +64,6 @@ class RpcMirror:
         self.buf = np.zeros(geometry.size, dtype=np.uint8)
         self.reader = RingReader(self.buf, geometry)
         self.budget = max(budget, geometry.detail_capacity + (1 << 20))
-        self._u64 = self.buf[:HEADER_SIZE + geometry.max_threads * SLOT_SIZE].view("<u8")
         self._pushed: dict[int, tuple[int, int]] = {}
         self.bytes = 0
         self.pulls = 0
@@ -56,8 +80,7 @@ class RpcMirror:
     def _tails_to_push(self) -> list[int]:
         out: list[int] = []
         for slot in range(self.reader.registered):
-            base = (HEADER_SIZE + slot * SLOT_SIZE) // 8
-            tails = (int(self._u64[base + S_TAIL // 8]), int(self._u64[base + S_DETAIL_TAIL // 8]))
+            tails = (self.reader.slot(slot, "tail"), self.reader.slot(slot, "detail_tail"))
             if self._pushed.get(slot, (0, 0)) != tails:
                 out.extend((slot, *tails))
                 self._pushed[slot] = tails
@@ -78,18 +101,20 @@ class RpcMirror:
         return self._apply(np.frombuffer(data, dtype=np.uint8))
 
     def _apply(self, raw: np.ndarray) -> int:
-        magic, nseg, registered, max_segments = (int(x) for x in raw[:16].view("<u4"))
+        """Place one pull's bytes where they sit in the region; returns the ring bytes placed."""
+        prefix = raw[:PULL_PREFIX.itemsize].view(PULL_PREFIX)[0]
+        magic, nseg = int(prefix["magic"]), int(prefix["segments"])
         if magic != PULL_MAGIC:
             raise RuntimeError(f"pull returned magic 0x{magic:08x}, expected 0x{PULL_MAGIC:08x}")
-        controls = HEADER_SIZE + registered * SLOT_SIZE
-        self.buf[:controls] = raw[PULL_PREFIX:PULL_PREFIX + controls]
-        table_at = PULL_PREFIX + controls
+        controls = SLOTS_OFFSET + int(prefix["registered"]) * SLOT_SIZE
+        self.buf[:controls] = raw[PULL_PREFIX.itemsize:PULL_PREFIX.itemsize + controls]
+        table_at = PULL_PREFIX.itemsize + controls
         segments = raw[table_at:table_at + nseg * SEGMENT.itemsize].view(SEGMENT)
         received = 0
         for seg in segments.tolist():
             slot, lane, start, length, offset = seg
             if lane == 0:
-                size = self.g.index_capacity * 32
+                size = self.g.index_capacity * F.INDEX_EVENT_SIZE
                 base = self.g.index_rings_offset + slot * size
             else:
                 size = self.g.detail_capacity
@@ -103,6 +128,11 @@ class RpcMirror:
         self.bytes += received
         self.pulls += 1
         return received
+
+    def summary(self) -> dict[str, Any]:
+        """The manifest's "transport" details: what was pulled, how fast, and a lost link."""
+        return {"pulls": self.pulls, "bytes": self.bytes,
+                "mb_per_s": round(self.throughput() / 1e6, 2), "last_error": self.lost}
 
     def throughput(self) -> float:
         """Ring bytes pulled per second since the start."""

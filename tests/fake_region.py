@@ -1,0 +1,184 @@
+"""FakeAgent: the agent's side of the ring region, played in an ordinary buffer (no Frida).
+
+It writes what agent/ada_hooks.c writes, where the layout says (tracer.record.rings names every
+field): thread slots, index events at the ring's head, detail records at the detail head
+(wrapping), drops, trigger entries committed in order, clock pairs. And it builds the buffer of
+the RPC transport's `pull` as agent/ada_agent.js does. The drain, the detail sinks, the RPC
+mirror and the manifest are tested against it, and scripts/bench_drain.py times the drain with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ada.atf import format as F
+from ada.tracer.record import rings as R
+from ada.tracer.record.transport import PULL_MAGIC, PULL_PREFIX, SEGMENT
+
+RECORD_FIXED = F.FUNCTION_RECORD_FIXED_SIZE
+
+
+def index_events(n: int, *, tid: int, first_ts: int, step_ns: int = 100, function_id: int = 1,
+                 detail_seqs: np.ndarray | None = None) -> np.ndarray:
+    """n events alternating CALL (depth 0) and RETURN, `step_ns` apart."""
+    ev = np.zeros(n, dtype=F.INDEX_EVENT)
+    ev["timestamp_ns"] = first_ts + step_ns * np.arange(n, dtype=np.uint64)
+    ev["function_id"] = function_id
+    ev["thread_id"] = tid
+    ev["event_kind"] = np.where(np.arange(n) % 2 == 0, F.EVENT_CALL, F.EVENT_RETURN)
+    ev["detail_seq"] = F.NO_DETAIL_SEQ if detail_seqs is None else detail_seqs
+    return ev
+
+
+def detail_records(n: int, *, tid: int, first_seq: int, first_ts: int, step_ns: int = 100,
+                   stack_bytes: int = 128, function_id: int = 1) -> np.ndarray:
+    """n function records as the hot path writes them, for index_seqs first_seq.. (bytes)."""
+    size = RECORD_FIXED + stack_bytes
+    rec = np.zeros((n, size), dtype=np.uint8)
+    head = rec[:, :F.DETAIL_EVENT_HEADER_SIZE]
+    head[:, 0:4].view("<u4")[:, 0] = size
+    head[:, 4:6].view("<u2")[:, 0] = np.where(np.arange(n) % 2 == 0, F.DETAIL_FUNCTION_CALL,
+                                              F.DETAIL_FUNCTION_RETURN)
+    head[:, 8:12].view("<u4")[:, 0] = first_seq + np.arange(n, dtype=np.uint32)
+    head[:, 12:16].view("<u4")[:, 0] = tid
+    head[:, 16:24].view("<u8")[:, 0] = first_ts + step_ns * np.arange(n, dtype=np.uint64)
+    rec[:, 24:32].view("<u8")[:, 0] = function_id
+    rec[:, 32:40].view("<u8")[:, 0] = first_seq + np.arange(n, dtype=np.uint64)  # regs[0]
+    rec[:, 120:122].view("<u2")[:, 0] = stack_bytes
+    return rec.reshape(-1)
+
+
+class FakeAgent:
+    """The producer side of a region of `geometry`, in `buf` (fresh zeros by default)."""
+
+    def __init__(self, geometry: R.RegionGeometry, buf: np.ndarray | None = None) -> None:
+        self.g = geometry
+        self.buf = np.zeros(geometry.size, dtype=np.uint8) if buf is None else buf
+        self.reader = R.RingReader(self.buf, geometry)  # the host's view, for the tests
+        self.heads: list[int] = []
+        self.detail_heads: list[int] = []
+
+    # --- fields, by the layout's names ---------------------------------------------
+
+    def _put(self, offset: int, dtype: np.dtype | str, value: int) -> None:
+        dt = np.dtype(dtype)
+        self.buf[offset:offset + dt.itemsize].view(dt)[0] = value
+
+    def set_header(self, name: str, value: int) -> None:
+        dt, off = R.REGION_HEADER.fields[name][:2]
+        self._put(off, dt, value)
+
+    def set_slot(self, slot: int, name: str, value: int) -> None:
+        dt, off = R.SLOT_CONTROL.fields[name][:2]
+        self._put(R.SLOTS_OFFSET + slot * R.SLOT_SIZE + off, dt, value)
+
+    def tail(self, slot: int) -> int:
+        return self.reader.slot(slot, "tail")
+
+    # --- threads and their rings -------------------------------------------------------
+
+    def register(self, tid: int) -> int:
+        """A thread's first event claims the next slot (ada_register_thread)."""
+        slot = len(self.heads)
+        self.heads.append(0)
+        self.detail_heads.append(0)
+        self.set_header("registered", slot + 1)
+        self.set_slot(slot, "tid", tid)
+        self.set_slot(slot, "state", R.SLOT_ACTIVE)
+        return slot
+
+    def room(self, slot: int) -> int:
+        """Events the index ring can take before the producer would have to wait."""
+        return self.g.index_capacity - (self.heads[slot] - self.tail(slot))
+
+    def emit(self, slot: int, events: np.ndarray) -> None:
+        """Publish index events at the head; the ring must have room (a real producer waits)."""
+        if len(events) > self.room(slot):
+            raise AssertionError(f"ring of slot {slot} has room for {self.room(slot)} events, "
+                                 f"not {len(events)}: the producer would wait")
+        cap = self.g.index_capacity
+        ring = self.buf[self.g.index_rings_offset:self.g.detail_rings_offset].view(
+            F.INDEX_EVENT)[slot * cap:(slot + 1) * cap]
+        pos = (self.heads[slot] + np.arange(len(events))) % cap
+        ring[pos] = events
+        self.heads[slot] += len(events)
+        self.set_slot(slot, "head", self.heads[slot])
+
+    def emit_detail(self, slot: int, records: np.ndarray) -> None:
+        """Publish detail records (bytes) at the detail head, wrapping around the ring."""
+        cap = self.g.detail_capacity
+        used = self.detail_heads[slot] - self.reader.slot(slot, "detail_tail")
+        if used + len(records) > cap:
+            raise AssertionError(f"detail ring of slot {slot} is full: the producer would wait")
+        base = self.g.detail_rings_offset + slot * cap
+        pos = (self.detail_heads[slot] + np.arange(len(records))) % cap
+        self.buf[base + pos] = records
+        self.detail_heads[slot] += len(records)
+        self.set_slot(slot, "detail_head", self.detail_heads[slot])
+
+    def drop(self, slot: int, lane: str = "index", n: int = 1) -> None:
+        """The drop policy gave up n records of a full ring: counted in the slot."""
+        name = "drops" if lane == "index" else "detail_drops"
+        self.set_slot(slot, name, self.reader.slot(slot, name) + n)
+
+    def trigger(self, position: int, timestamp_ns: int, function_id: int, tid: int) -> None:
+        """Commit trigger entry `position` (ada_on_trigger): commit = position + 1, written last."""
+        at = R.TRIGGERS_OFFSET + (position % R.TRIGGER_SLOTS) * R.TRIGGER_ENTRY.itemsize
+        entry = self.buf[at:at + R.TRIGGER_ENTRY.itemsize].view(R.TRIGGER_ENTRY)
+        entry["timestamp_ns"], entry["function_id"], entry["tid"] = timestamp_ns, function_id, tid
+        entry["commit"] = position + 1
+
+    def clock_ticks(self, base: tuple[int, int], pair: tuple[int, int]) -> None:
+        """Timestamps are raw ticks; the start-up (ticks, ns) pair and the latest one."""
+        self.set_header("clock_ticks", 1)
+        self.set_header("clock_base_ticks", base[0])
+        self.set_header("clock_base_ns", base[1])
+        self.set_header("clock_pair_ticks", pair[0])
+        self.set_header("clock_pair_ns", pair[1])
+
+    # --- the RPC transport ---------------------------------------------------------------
+
+    def pull(self, tails: list[int], budget: int) -> bytes:
+        """The `pull` RPC of agent/ada_agent.js, same arguments and bytes: take the tails the
+        host consumed (slot, index tail, detail tail, ...), then return everything produced
+        past them, detail whole or not at all, index events as far as the budget reaches."""
+        for i in range(0, len(tails), 3):
+            self.set_slot(tails[i], "tail", tails[i + 1])
+            self.set_slot(tails[i], "detail_tail", tails[i + 2])
+        registered = self.reader.registered
+        controls = R.SLOTS_OFFSET + registered * R.SLOT_SIZE
+        copy = self.buf[:controls].copy()
+        segments, data = [], []
+        at = PULL_PREFIX.itemsize + controls + 2 * registered * SEGMENT.itemsize
+        for slot in range(registered):
+            tail, dtail = self.tail(slot), self.reader.slot(slot, "detail_tail")
+            dhead = self.detail_heads[slot] if self.g.detail_capacity else 0
+            sent = 0
+            if dhead > dtail and dhead - dtail <= budget:
+                sent = dhead - dtail
+                base = self.g.detail_rings_offset + slot * self.g.detail_capacity
+                pos = (dtail + np.arange(sent)) % self.g.detail_capacity
+                segments.append((slot, 1, dtail, sent, at))
+                data.append(self.buf[base + pos].tobytes())
+                at, budget = at + sent, budget - sent
+            ctl = R.SLOTS_OFFSET + slot * R.SLOT_SIZE
+            copy[ctl + R.SLOT_CONTROL.fields["detail_head"][1]:][:8].view("<u8")[0] = dtail + sent
+            events = max(0, min(self.heads[slot] - tail, budget // F.INDEX_EVENT_SIZE))
+            if events:
+                ring_bytes = self.g.index_capacity * F.INDEX_EVENT_SIZE
+                base = self.g.index_rings_offset + slot * ring_bytes
+                pos = (tail * F.INDEX_EVENT_SIZE + np.arange(events * F.INDEX_EVENT_SIZE)) \
+                    % ring_bytes
+                segments.append((slot, 0, tail * F.INDEX_EVENT_SIZE,
+                                 events * F.INDEX_EVENT_SIZE, at))
+                data.append(self.buf[base + pos].tobytes())
+                at += events * F.INDEX_EVENT_SIZE
+                budget -= events * F.INDEX_EVENT_SIZE
+            copy[ctl + R.SLOT_CONTROL.fields["head"][1]:][:8].view("<u8")[0] = tail + events
+        prefix = np.zeros(1, dtype=PULL_PREFIX)
+        prefix["magic"], prefix["segments"] = PULL_MAGIC, len(segments)
+        prefix["registered"], prefix["capacity"] = registered, 2 * registered
+        table = np.zeros(2 * registered, dtype=SEGMENT)
+        for i, seg in enumerate(segments):
+            table[i] = seg
+        return prefix.tobytes() + copy.tobytes() + table.tobytes() + b"".join(data)

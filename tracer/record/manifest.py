@@ -1,0 +1,117 @@
+"""manifest.json: everything a reader needs to know about a session (docs/manifest.md).
+
+Built from plain data: the facts of the recording (RecordingFacts) and the small summary() each
+part of the pipeline hands back (the drain, the detail sink, the RPC mirror). Nothing here
+reaches into the parts themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any
+
+from ada.atf import format as F
+
+from .. import __version__
+from .options import Target, TraceOptions
+
+
+@dataclass
+class RecordingFacts:
+    """What the recorder knows of the session when it ends."""
+
+    options: TraceOptions
+    target: Target
+    pid: int | None
+    spawned: bool
+    device: dict[str, Any]  # id, name, type
+    agent: dict[str, Any]  # what the agent's init returned (platform, mainModule, toolchain...)
+    arch: int  # ATF codes, as in the files' headers
+    os_id: int
+    clock_type: int
+    transport: str  # "shm" or "rpc"
+    frida_version: str
+    functions: list[dict[str, Any]]  # resolved and hooked, as the agent reported them
+    hook_failures: list[dict[str, Any]]
+    started_at: _dt.datetime
+    ended_at: _dt.datetime
+    clean: bool
+    end_reason: str
+    crash: str | None = None
+
+
+def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str, Any] | None,
+                   transport: dict[str, Any] | None) -> dict[str, Any]:
+    """The manifest of a session: `drain`, `sink` and `transport` are the parts' summary()
+    (sink None without a detail lane, transport None for shared memory)."""
+    o = facts.options
+    main = facts.agent.get("mainModule", {})
+    sink = sink or {}
+    return {
+        "format": {"name": "ATF", "version": 2, "revision": F.REVISION_1},
+        "tool": {"name": "ada", "version": __version__, "frida": facts.frida_version},
+        "session": {"started_at": facts.started_at.isoformat(timespec="seconds"),
+                    "ended_at": facts.ended_at.isoformat(timespec="seconds"),
+                    "duration_s": round((facts.ended_at - facts.started_at).total_seconds(), 3)},
+        "process": {"pid": facts.pid, "name": main.get("name"), "path": main.get("path"),
+                    "arch": F.ARCH_NAMES.get(facts.arch), "os": F.OS_NAMES.get(facts.os_id),
+                    "platform": facts.agent.get("platform"), "spawned": facts.spawned,
+                    "argv": facts.target.value if facts.spawned else None},
+        "device": facts.device,
+        "transport": {"kind": facts.transport, **(transport or {})},
+        "clock_type": facts.clock_type,
+        "clock": F.CLOCK_NAMES.get(facts.clock_type),
+        "clock_source": drain["clock"],
+        "hot_path": {"toolchain": facts.agent.get("toolchain"),
+                     "toolchain_fallback": facts.agent.get("toolchainFallback")},
+        "time_range": drain["time_range"],
+        "threads": drain["threads"],
+        "drops": {"policy": o.on_full, "index": drain["index_drops"], "waits": drain["waits"],
+                  "wait_ms": drain["wait_ms"], "overflow_threads": drain["overflow_threads"],
+                  "overflow_events": drain["overflow_events"], "max_threads": o.max_threads},
+        **modules_and_symbols(facts.functions),
+        "hook_failures": facts.hook_failures,
+        "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
+                    "max_threads": o.max_threads, "ring_events": o.ring_events,
+                    "triggers": o.triggers, "trigger_at_ms": o.trigger_at_ms,
+                    "clock_source": o.clock_source, "cmodule_toolchain": o.toolchain},
+        "detail": detail_settings(o, drain, sink),
+        "triggers": sink.get("triggers", []),
+        "windows": sink.get("windows", []),
+        "end": {"clean": facts.clean, "reason": facts.end_reason, "crash": facts.crash},
+    }
+
+
+def modules_and_symbols(functions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """`modules` (module_id 0 = the main executable) and `symbols` (function_id as "0x%016x")."""
+    modules: dict[int, dict[str, Any]] = {}
+    symbols = []
+    for f in functions:
+        modules.setdefault(f["moduleId"], {
+            "module_id": f["moduleId"], "name": f["module"], "path": f["modulePath"],
+            "base": f["moduleBase"], "size": f["moduleSize"]})
+        symbols.append({"function_id": f["functionId"], "module_id": f["moduleId"],
+                        "symbol_index": f["symbolIndex"], "name": f["name"],
+                        "address": f["address"]})
+    return {"modules": [modules[k] for k in sorted(modules)], "symbols": symbols}
+
+
+def detail_settings(o: TraceOptions, drain: dict[str, Any], sink: dict[str, Any]) -> dict[str, Any]:
+    if o.detail == "off":
+        return {"mode": "off"}
+    settings: dict[str, Any] = {
+        "mode": o.detail, "stack_bytes": o.stack_bytes, "ring_bytes": o.detail_ring_bytes,
+        "io": o.detail_io, "captured_bytes": drain["detail_bytes"],
+        "dropped": drain["detail_drops"]}
+    if o.detail == "always":
+        settings["unlinked_at_end"] = sink["unlinked_at_end"]
+    else:
+        settings.update({
+            "pre_roll_ms": o.pre_roll_ms, "post_roll_ms": o.post_roll_ms,
+            "pre_roll_buffer_mb": o.pre_roll_buffer_mb, "persisted": sink["persisted"],
+            "discarded": sink["discarded"], "evicted_by_cap": sink["evicted_by_cap"],
+            "truncated_ns": sink["truncated_ns"], "trigger_gap_ms": o.trigger_gap_ms,
+            "triggers_coalesced": drain["triggers_coalesced"],
+            "triggers_lost": drain["triggers_lost"]})
+    return settings

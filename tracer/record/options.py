@@ -1,0 +1,51 @@
+"""What to record and from whom: the plain description the CLI hands to the recorder.
+
+Frida-free: the CLI builds these from its arguments before anything is attached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DETAIL_IO = ("auto", "direct", "cached")  # --detail-io: see tracer.record.detail_io
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "pid" | "name" | "identifier" | "file"
+    value: object
+
+    @property
+    def spawns(self) -> bool:
+        return self.kind == "file"
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return " ".join(self.value)  # type: ignore[arg-type]
+        return f"{self.kind} {self.value}"
+
+
+@dataclass
+class TraceOptions:
+    selection: list[dict[str, Any]]
+    output: Path = Path("ada_traces")
+    duration_s: float | None = None
+    on_full: str = "wait"  # "wait" (lossless) or "drop"
+    max_threads: int = 1024
+    ring_events: int = 1 << 15
+    stall_s: float = 2.0
+    detail: str = "off"  # "off", "always" (--detail) or "window" (the flight recorder)
+    stack_bytes: int = 128
+    detail_ring_bytes: int = 4 << 20
+    pre_roll_ms: float = 0.0
+    post_roll_ms: float = 0.0
+    pre_roll_buffer_mb: int = 256
+    triggers: list[dict[str, Any]] = field(default_factory=list)  # --trigger selections
+    trigger_at_ms: list[float] = field(default_factory=list)
+    trigger_gap_ms: float = 1.0
+    transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
+    clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
+    toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
+    detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO

@@ -1,0 +1,353 @@
+"""Recorder: attach or spawn, hook, drain into ATF files, stop, finalize.
+
+The engine behind `ada trace`, kept apart from the CLI (which only parses,
+wires and reports). Data flows one way: C hook -> ring -> Drain -> writers.
+Whatever ends a recording (Ctrl-C, SIGTERM, --duration, the target exiting or
+crashing, an error) goes through the same stop path, so what was recorded is
+always drained, finalized and described in manifest.json.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import frida
+
+from ada.atf import AtfError
+from ada.atf import format as F
+
+from ..errors import TracerError
+from .devices import find_app_pid
+from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
+from .manifest import RecordingFacts, build_manifest
+from .options import Target, TraceOptions
+from .pipeline import Pipeline, agent_sources
+from .rings import clock_ns
+from .selection import describe_selection
+from .transport import resolve_transport
+
+
+@dataclass
+class Progress:
+    elapsed_s: float
+    events: int
+    threads: int
+    drops: int
+    detail_bytes: int = 0
+    windows: int = 0
+    truncated_ns: int = 0
+    transport_bytes_per_s: float | None = None
+    wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
+
+
+@dataclass
+class RecordingResult:
+    path: Path
+    end_reason: str
+    clean: bool
+    events: int
+    warnings: list[str] = field(default_factory=list)
+
+
+class Recorder:
+    """One recording session of one process."""
+
+    def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
+                 warn: Callable[[str], None] = lambda m: None,
+                 info: Callable[[str], None] = lambda m: None,
+                 on_session: Callable[[frida.core.Session], None] = lambda s: None) -> None:
+        self.device = device
+        self.on_session = on_session  # e.g. --p2p setup, once attached
+        self.target = target
+        self.options = options
+        self.warn = warn
+        self.info = info
+        self.stop_event = threading.Event()
+        self.stop_reason = "interrupted"
+        self.crash: str | None = None
+        self.pid: int | None = None
+        self.spawned = False
+        self.session: frida.core.Session | None = None
+        self.script: frida.core.Script | None = None
+        self.pipeline: Pipeline | None = None
+        self.agent_info: dict[str, Any] = {}
+        self.functions: list[dict[str, Any]] = []
+        self.trigger_functions: dict[int, dict[str, Any]] = {}
+        self.hook_failures: list[dict[str, Any]] = []
+        self.transport = resolve_transport(options.transport, device)
+        self.record_start_ns = 0
+        self.started_at = _dt.datetime.now()
+        self.t0 = time.monotonic()
+        self._detached = False
+
+    # --- stop requests (any thread) ----------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stop_event.is_set():
+            self.stop_reason = reason
+            self.stop_event.set()
+
+    def _on_detached(self, reason: str, crash: Any) -> None:
+        self._detached = True
+        if crash is not None:
+            self.crash = getattr(crash, "summary", str(crash))
+            self.request_stop("target-crashed")
+        elif reason == "process-terminated":
+            self.request_stop("target-exited")
+        else:
+            self.request_stop(f"detached: {reason}")
+
+    def _on_message(self, message: dict, data: Any) -> None:
+        if message.get("type") == "error":
+            self.warn(f"agent error: {message.get('description')}")
+        elif message.get("type") == "send":
+            payload = message.get("payload") or {}
+            kind = payload.get("type") if isinstance(payload, dict) else None
+            mirror = self.pipeline.mirror if self.pipeline else None
+            if kind == "agent:warning":
+                self.warn(str(payload.get("message")))
+            elif kind == "ada:final" and data is not None and mirror is not None:
+                mirror.queue_final(data)
+
+    # --- the recording ------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Attach (spawning first for -f), load the agent, resolve and hook. Raises TracerError."""
+        _check_output_dir(self.options.output)
+        try:
+            self._attach()
+            self._load_agent()
+            self._hook()
+            assert self.script is not None and self.pid is not None
+            self.pipeline.connect(self.script, self.agent_info, pid=self.pid,
+                                  os_id=_os_code(self.device, self.agent_info),
+                                  started=self.started_at,
+                                  on_function_trigger=self._on_function_trigger)
+        except FRIDA_ERRORS as e:
+            # Worded before _abandon, which kills a spawned target.
+            message = explain_attach_error(e, self.device, self.target, self.pid, self._detached)
+            self._abandon()
+            raise TracerError(message) from None
+        except (TracerError, AtfError, KeyboardInterrupt):
+            self._abandon()  # Ctrl-C while attaching leaves no suspended target behind
+            raise
+
+    def _attach(self) -> None:
+        kind, value = self.target.kind, self.target.value
+        if kind == "file":
+            argv = list(value)  # type: ignore[call-overload]
+            self.pid = self.device.spawn(argv)
+            self.spawned = True
+        elif kind == "pid":
+            self.pid = int(value)  # type: ignore[call-overload]
+        elif kind == "identifier":
+            self.pid = find_app_pid(self.device, str(value))
+        else:
+            self.pid = self.device.get_process(str(value)).pid
+        self.session = self.device.attach(self.pid)
+        self.session.on("detached", self._on_detached)
+        self.on_session(self.session)
+
+    def _load_agent(self) -> None:
+        assert self.session is not None
+        self.script = self.session.create_script(agent_sources()[0], name="ada-agent",
+                                                 runtime="qjs")
+        self.script.on("message", self._on_message)
+        self.script.load()
+        self.pipeline = Pipeline(self.options, self.transport)
+        self.agent_info = self.pipeline.init_agent(
+            self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device))
+        info = self.agent_info
+        if info["toolchain"] == "external":
+            self.info("hot path compiled by the system toolchain (gcc -O2)")
+        elif info.get("toolchainFallback"):
+            self.info(f"hot path compiled by Frida's TinyCC; the system toolchain could not: "
+                      f"{info['toolchainFallback']}")
+
+    def _hook(self) -> None:
+        """Resolve the selection (and the triggers) in the target and hook what matched."""
+        assert self.script is not None
+        o = self.options
+        api = self.script.exports_sync
+        self.functions = api.resolve(o.selection)["functions"]
+        if not self.functions:
+            raise TracerError(f"no function matched the selection "
+                              f"({describe_selection(o.selection)})")
+        self.info(f"{len(self.functions)} function(s) matched")
+        if o.triggers:
+            found = api.resolve_triggers(o.triggers)
+            if not found:
+                raise TracerError(f"no function matched --trigger "
+                                  f"({describe_selection(o.triggers)})")
+            self.trigger_functions = {int(t["triggerId"], 16): t for t in found}
+            self.info(f"{len(found)} trigger function(s) matched")
+        hooked = api.hook()
+        self.hook_failures = hooked["failures"]
+        for f in self.hook_failures:
+            self.warn(f"cannot hook {f['name']} ({f['module']} {f['address']}): {f['error']}")
+        if hooked["hooked"] == 0:
+            raise TracerError("none of the matched functions could be hooked")
+        self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}; recording "
+                  f"({self.transport} transport)")
+
+    def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
+        assert self.pipeline is not None and self.pipeline.flight is not None
+        fn = self.trigger_functions.get(trigger_id, {})
+        self.pipeline.flight.trigger(timestamp_ns, "function", tid=tid, function=fn.get("name"))
+
+    def trigger_now(self, kind: str) -> None:
+        """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
+        flight = self.pipeline.flight if self.pipeline else None
+        if flight is not None:
+            flight.trigger(clock_ns(), kind)
+
+    def record(self, progress: Callable[[Progress], None] | None = None,
+               interval_s: float = 0.5) -> RecordingResult:
+        """Drain until a stop is requested, then stop and finalize. Returns the result."""
+        assert self.pipeline is not None and self.pipeline.drain is not None
+        drain, mirror, flight = self.pipeline.drain, self.pipeline.mirror, self.pipeline.flight
+        self.t0 = time.monotonic()
+        self.record_start_ns = clock_ns()
+        if flight is not None:
+            for ms in self.options.trigger_at_ms:
+                flight.schedule(self.record_start_ns + int(ms * 1e6), "time", at_ms=ms)
+        drain.start()
+        try:
+            if self.spawned:
+                self.device.resume(self.pid)
+        except FRIDA_ERRORS as e:
+            self.request_stop(f"error: cannot resume: {describe_frida_error(e)}")
+        deadline = None if self.options.duration_s is None else self.t0 + self.options.duration_s
+        while not self.stop_event.is_set():
+            timeout = interval_s if deadline is None else max(0.0, min(interval_s,
+                                                                      deadline - time.monotonic()))
+            self.stop_event.wait(timeout)
+            if drain.failed.is_set():
+                self.request_stop(f"error: {drain.error}")
+            elif mirror is not None and mirror.lost is not None:
+                self.request_stop(f"connection-lost: {mirror.lost}")
+            elif deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("duration")
+            if progress is not None:
+                progress(self.progress())
+        return self._stop()
+
+    def progress(self) -> Progress:
+        elapsed = time.monotonic() - self.t0
+        drain = self.pipeline.drain if self.pipeline else None
+        if drain is None:
+            return Progress(elapsed, 0, 0, 0)
+        stats, mirror, flight = drain.stats, self.pipeline.mirror, self.pipeline.flight
+        return Progress(elapsed, stats.events, stats.threads,
+                        stats.total_drops + sum(stats.detail_drops), stats.detail_bytes,
+                        len(flight.windows) if flight else 0,
+                        flight.truncated_ns if flight else 0,
+                        mirror.throughput() if mirror else None,
+                        sum(ns for _, ns in drain.waits()))
+
+    def _stop(self) -> RecordingResult:
+        """Unhook, drain what is left, finalize files and manifest, detach."""
+        pipeline = self.pipeline
+        assert pipeline is not None and pipeline.drain is not None and pipeline.writer is not None
+        drain, writer = pipeline.drain, pipeline.writer
+        warnings: list[str] = []
+        if not self._detached and self.script is not None:
+            try:
+                self.script.exports_sync.stop()
+            except FRIDA_ERRORS as e:
+                warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
+        pipeline.finish()
+        error = drain.error
+        if error is not None:
+            self.stop_reason = f"error: {error}"
+        if drain.clock is not None and drain.clock.resets:
+            warnings.append(f"the CPU's time-stamp counter went backwards "
+                            f"{drain.clock.resets} time(s) (a suspend or a VM migration): "
+                            "events recorded just before that have unreliable timestamps; "
+                            "--clock-source os avoids this")
+        ended_at = _dt.datetime.now()
+        try:
+            writer.finalize()
+        except AtfError as e:  # what could not be finished reads as recovered, as after a crash
+            warnings.append(f"could not finish every file: {e}")
+            if error is None:
+                self.stop_reason = f"error: {e}"
+        clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
+        writer.write_manifest(build_manifest(
+            self._facts(ended_at, clean), drain.summary(),
+            pipeline.sink.summary() if pipeline.sink else None,
+            pipeline.mirror.summary() if pipeline.mirror else None))
+        self._detach()
+        pipeline.close()
+        return RecordingResult(writer.path, self.stop_reason, clean, drain.stats.events, warnings)
+
+    def _facts(self, ended_at: _dt.datetime, clean: bool) -> RecordingFacts:
+        writer = self.pipeline.writer if self.pipeline else None
+        assert writer is not None
+        return RecordingFacts(
+            options=self.options, target=self.target, pid=self.pid, spawned=self.spawned,
+            device={"id": self.device.id, "name": self.device.name, "type": self.device.type},
+            agent=self.agent_info, arch=writer.arch, os_id=writer.os_id,
+            clock_type=writer.clock_type, transport=self.transport,
+            frida_version=frida.__version__, functions=self.functions,
+            hook_failures=self.hook_failures, started_at=self.started_at, ended_at=ended_at,
+            clean=clean, end_reason=self.stop_reason, crash=self.crash)
+
+    def _detach(self) -> None:
+        try:
+            if self.script is not None and not self._detached:
+                self.script.unload()
+        except FRIDA_ERRORS:
+            pass
+        try:
+            if self.session is not None and not self._detached:
+                self.session.detach()
+        except FRIDA_ERRORS:
+            pass
+
+    def _abandon(self) -> None:
+        """Undo a failed prepare(): no hooks left behind, no suspended orphan."""
+        self._detach()
+        if self.spawned and self.pid is not None:
+            try:
+                self.device.kill(self.pid)
+            except FRIDA_ERRORS:
+                pass
+        if self.pipeline is not None:
+            self.pipeline.close()
+
+
+def resolve_toolchain(choice: str, device: frida.core.Device) -> str:
+    """auto: the system compiler where there can be one (the local device), else TinyCC.
+
+    Phones and remote servers have no compiler for the agent to run, so auto means TinyCC there.
+    """
+    if choice == "auto":
+        return "fallback" if device.type == "local" else "internal"
+    return choice
+
+
+def _check_output_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TracerError(f"output directory {path} is not writable: {e.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TracerError(f"output directory {path} is not writable")
+
+
+def _os_code(device: frida.core.Device, agent_info: dict[str, Any]) -> int:
+    """ATF os code: the agent knows darwin/linux, the device knows iOS or Android."""
+    try:
+        os_id = device.query_system_parameters().get("os", {}).get("id")
+    except FRIDA_ERRORS:
+        os_id = None
+    if agent_info["platform"] == "darwin":
+        return F.OS_IOS if os_id == "ios" else F.OS_MACOS
+    return F.OS_ANDROID if os_id == "android" else F.OS_LINUX
