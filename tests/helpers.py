@@ -57,11 +57,25 @@ def function_events(session: atf.SessionReader, name: str) -> dict[int, np.ndarr
 
 
 def assert_balanced(ev: np.ndarray) -> None:
-    """CALL/RETURN alternate with matching depths, timestamps never go back."""
-    kinds = ev["event_kind"]
+    """One thread's events nest like a call stack, and their timestamps never go back.
+
+    Each CALL's depth is the number of calls open before it; each RETURN closes the innermost
+    open call (its depth, its function); nothing is left open at the end.
+    """
+    kinds = ev["event_kind"].astype(np.int64)
+    depth = ev["call_depth"].astype(np.int64)
     ts = ev["timestamp_ns"].astype(np.int64)
     assert np.all(np.diff(ts) >= 0), "timestamps go backwards"
-    assert np.count_nonzero(kinds == F.EVENT_CALL) == np.count_nonzero(kinds == F.EVENT_RETURN)
+    assert np.all((kinds == F.EVENT_CALL) | (kinds == F.EVENT_RETURN)), "not CALL/RETURN"
+    calls = kinds == F.EVENT_CALL
+    open_before = np.cumsum(np.where(calls, 1, -1)) - np.where(calls, 1, -1)
+    bad = np.flatnonzero(depth != np.where(calls, open_before, open_before - 1))
+    assert len(bad) == 0, f"event {bad[0]}: depth {depth[bad[0]]} does not nest"
+    if len(ev):
+        assert open_before[-1] + (1 if calls[-1] else -1) == 0, "calls left open at the end"
+    for d in np.unique(depth):  # at each depth, CALL and RETURN alternate: pair them
+        fids = ev["function_id"][depth == d]
+        assert np.array_equal(fids[0::2], fids[1::2]), f"a RETURN at depth {d} closes another call"
 
 
 def trace_session(tmp_path: Path, *args: object, timeout: float = 120):

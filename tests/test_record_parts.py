@@ -1,11 +1,414 @@
-"""The recording pipeline's parts, without Frida.
+"""The recording pipeline's parts, without Frida: drain, detail sinks, RPC mirror, manifest.
 
-The --detail-io policy (tracer.record.detail_io): when a thread's detail.atf goes direct.
+A FakeAgent (fake_region.py) writes the agent's side of the ring region into an ordinary
+buffer; the parts under test are the real ones, and what they write is read back with ada.atf
+and checked against figures known by construction. The end-to-end tests (test_trace.py and the
+others) run the same parts behind a real agent in real processes.
 """
 
+import datetime as dt
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
+import ada.atf as atf
+from ada.atf import format as F
+from ada.atf.records import walk_records
+from ada.atf.writer import SessionWriter, ThreadWriter
+from ada.tracer.errors import TracerError
 from ada.tracer.record import detail_io
+from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
+from ada.tracer.record.drain import Drain
+from ada.tracer.record.manifest import RecordingFacts, build_manifest
+from ada.tracer.record.options import Target, TraceOptions
+from ada.tracer.record.rings import LAYOUT, RegionGeometry, check_layout
+from ada.tracer.record.transport import RpcMirror
+from fake_region import FakeAgent, detail_records, index_events
+
+STACK = 32
+RECORD = F.FUNCTION_RECORD_FIXED_SIZE + STACK  # 156 bytes
+# Small rings, so that a few dozen events wrap them: 16 index events, 26 detail records.
+GEOMETRY = RegionGeometry(max_threads=4, index_capacity=16, detail_capacity=4096)
+
+
+def new_drain(tmp_path, agent, sink=None, on_trigger=None, sync=None, reader=None):
+    writer = SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                           clock_type=F.CLOCK_BOOTTIME)
+    return Drain(reader or agent.reader, writer, sink, on_trigger, sync), writer
+
+
+def finish(drain, writer):
+    drain.finish()
+    writer.finalize()
+    return atf.open_session(writer.path)
+
+
+# --- the drain -----------------------------------------------------------------------------
+
+def test_index_events_cross_the_ring_wrap_whole_and_in_order(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    drain, writer = new_drain(tmp_path, agent)
+    ev = index_events(100, tid=501, first_ts=1000)
+    sent = 0
+    for n in (10, 16, 5, 16, 16, 16, 16, 5):  # 16: the ring is full; 100 events wrap it 6 times
+        agent.emit(slot, ev[sent:sent + n])
+        sent += n
+        assert agent.room(slot) == 16 - n
+        assert drain.drain_once() == n
+        assert agent.tail(slot) == sent and agent.room(slot) == 16  # the room is handed back
+    s = finish(drain, writer)
+    assert np.array_equal(s.threads[0].index.events, ev)
+    assert atf.verify(s.path).ok
+
+
+def test_a_full_ring_makes_the_producer_wait_until_the_drain_passes(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    drain, writer = new_drain(tmp_path, agent)
+    ev = index_events(17, tid=501, first_ts=1000)
+    agent.emit(slot, ev[:16])
+    with pytest.raises(AssertionError, match="would wait"):
+        agent.emit(slot, ev[16:])
+    drain.drain_once()
+    agent.emit(slot, ev[16:])
+    s = finish(drain, writer)
+    assert len(s.threads[0].index) == 17
+
+
+def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    a = agent.register(601)
+    agent.emit(a, index_events(4, tid=601, first_ts=1000))
+    agent.set_header("registered", 2)  # thread 602 claimed slot 1 but has not filled it in
+    drain, writer = new_drain(tmp_path, agent)
+    drain.drain_once()
+    assert [w.thread_id for w in drain.writers] == [601]
+    b = agent.register(602)
+    agent.emit(b, index_events(6, tid=602, first_ts=1002))
+    agent.drop(b, n=3)
+    drain.drain_once()
+    summary = drain.summary()
+    assert [(t["id"], t["tid"], t["index_events"], t["drops"])
+            for t in summary["threads"]] == [(0, 601, 4, 0), (1, 602, 6, 3)]
+    assert summary["index_drops"] == 3 and summary["events"] == 10
+    assert summary["time_range"] == [1000, 1002 + 5 * 100]
+    s = finish(drain, writer)
+    assert [(t.id, t.thread_id, len(t)) for t in s.threads] == [(0, 601, 4), (1, 602, 6)]
+
+
+def test_raw_tick_timestamps_are_converted_before_anything_is_written(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    agent.clock_ticks(base=(0, 0), pair=(10 ** 9, 4 * 10 ** 8))  # 0.4 ns per tick
+    slot = agent.register(501)
+    drain, writer = new_drain(tmp_path, agent)
+    agent.emit(slot, index_events(8, tid=501, first_ts=5000, step_ns=1000))
+    drain.drain_once()
+    assert drain.summary()["clock"] == {"hot_path": "tsc", "ns_per_tick": 0.4, "resets": 0}
+    s = finish(drain, writer)
+    assert s.threads[0].index.timestamps.tolist() == [2000 + 400 * i for i in range(8)]
+
+
+# --- detail sinks ------------------------------------------------------------------------------
+
+def test_always_sink_holds_detail_until_its_index_events_are_written(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    sink = AlwaysDetailSink()
+    drain, writer = new_drain(tmp_path, agent, sink)
+    n = 60  # 9.4 KB of records through a 4 KiB ring: it wraps, records straddle its end
+    recs = detail_records(n, tid=501, first_seq=0, first_ts=1000, stack_bytes=STACK)
+    ev = index_events(n, tid=501, first_ts=1000, detail_seqs=np.arange(n))
+    for lo, hi in ((0, 10), (10, 20), (20, 32), (32, 44), (44, 56), (56, 60)):
+        agent.emit_detail(slot, recs[lo * RECORD:hi * RECORD])
+        agent.emit(slot, ev[lo:hi - 3])  # the hot path publishes detail before its index event
+        drain.drain_once()
+        assert drain.writers[0].detail_count == hi - 3  # the last three wait for their events
+        agent.emit(slot, ev[hi - 3:hi])
+        drain.drain_once()
+        assert drain.writers[0].detail_count == hi
+    assert sink.summary() == {"unlinked_at_end": 0}
+    s = finish(drain, writer)
+    t = s.threads[0]
+    assert [t.get_detail_for(i).regs[0] for i in range(n)] == list(range(n))
+    assert all(t.get_index_for(d).seq == d.index_seq for d in t.detail)
+    assert atf.verify(s.path).ok
+
+
+def test_always_sink_counts_detail_whose_index_event_never_came(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    sink = AlwaysDetailSink()
+    drain, writer = new_drain(tmp_path, agent, sink)
+    agent.emit_detail(slot, detail_records(5, tid=501, first_seq=0, first_ts=1000,
+                                           stack_bytes=STACK))
+    agent.emit(slot, index_events(3, tid=501, first_ts=1000, detail_seqs=np.arange(3)))
+    s = finish(drain, writer)  # the target died between a record and its index event
+    assert sink.summary() == {"unlinked_at_end": 2} and len(s.threads[0].detail) == 3
+    assert atf.verify(s.path).ok
+
+
+T0 = 10 ** 12
+STEP = 10  # ns between records
+
+
+def window_writer(tmp_path, n, sink):
+    """One thread with n index events every STEP ns from T0, its detail fed to the sink."""
+    w = ThreadWriter(tmp_path / "thread_0", thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                     clock_type=F.CLOCK_BOOTTIME)
+    w.append_index(index_events(n, tid=7, first_ts=T0, step_ns=STEP))
+    return w
+
+
+def feed(sink, first, n):
+    recs = detail_records(n, tid=7, first_seq=first, first_ts=T0 + first * STEP, step_ns=STEP,
+                          stack_bytes=STACK)
+    sink.feed(0, recs, walk_records(recs, 0, len(recs)))
+
+
+def linked_timestamps(writer):
+    writer.finalize()
+    t = atf.ThreadReader(writer.directory)
+    assert atf.verify(writer.directory).ok
+    return [t.index[d.index_seq].timestamp_ns - T0 for d in t.detail]
+
+
+def test_window_sink_persists_exactly_the_merged_windows(tmp_path):
+    sink = WindowDetailSink(pre_roll_ns=100, post_roll_ns=50, cap_bytes=1 << 20)
+    w = window_writer(tmp_path, 100, sink)
+    feed(sink, 0, 100)
+    for at in (200, 260, 800):  # [100, 250] and [160, 310] overlap; [700, 850] stands apart
+        sink.trigger(T0 + at, "function")
+    sink.settle([w], now_ns=T0)
+    sink.finish([w], now_ns=T0 + 1000)  # after the last record: everything is decidable
+    assert [(x["start_ns"] - T0, x["end_ns"] - T0) for x in sink.summary()["windows"]] == \
+        [(100, 310), (700, 850)]
+    assert linked_timestamps(w) == list(range(100, 311, STEP)) + list(range(700, 851, STEP))
+    summary = sink.summary()
+    assert (summary["persisted"], summary["discarded"], summary["truncated_ns"]) == (38, 62, 0)
+
+
+def test_a_late_trigger_finds_its_pre_roll_already_discarded(tmp_path):
+    sink = WindowDetailSink(pre_roll_ns=100, post_roll_ns=50, cap_bytes=1 << 20)
+    w = window_writer(tmp_path, 100, sink)
+    feed(sink, 0, 100)
+    # Now is so late that records before T0 + 400 can no longer be reached by a new trigger.
+    sink.settle([w], now_ns=T0 + 400 + 100 + SETTLE_SLACK_NS)
+    sink.trigger(T0 + 450, "key")  # wants [350, 500]; 350..390 were discarded
+    sink.finish([w], now_ns=T0 + 1000)
+    window = sink.summary()["windows"][0]
+    assert window["truncated"] and window["truncated_ns"] == 390 - 350 + 1
+    assert linked_timestamps(w) == list(range(400, 501, STEP))
+
+
+def test_the_buffer_cap_evicts_the_oldest_and_says_which_window_it_cut(tmp_path):
+    chunk = 10 * RECORD
+    sink = WindowDetailSink(pre_roll_ns=100, post_roll_ns=50, cap_bytes=chunk)
+    w = window_writer(tmp_path, 20, sink)
+    feed(sink, 0, 10)
+    feed(sink, 10, 10)
+    sink.settle([w], now_ns=T0)  # nothing decided yet; two chunks exceed the cap of one
+    sink.trigger(T0 + 120, "signal")  # wants [20, 170]; 20..90 were evicted
+    sink.finish([w], now_ns=T0 + 1000)
+    summary = sink.summary()
+    assert summary["evicted_by_cap"] == 10 and summary["truncated_ns"] == 90 - 20 + 1
+    assert linked_timestamps(w) == list(range(100, 171, STEP))
+
+
+def test_triggers_reach_the_flight_recorder_through_the_drain(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    sink = WindowDetailSink(pre_roll_ns=25, post_roll_ns=25, cap_bytes=1 << 20)
+    seen = []
+
+    def on_trigger(ts, fid, tid):
+        seen.append((ts - T0, fid, tid))
+        sink.trigger(ts, "function", tid=tid)
+
+    drain, writer = new_drain(tmp_path, agent, sink, on_trigger)
+    agent.emit_detail(slot, detail_records(16, tid=501, first_seq=0, first_ts=T0, step_ns=STEP,
+                                           stack_bytes=STACK))
+    agent.emit(slot, index_events(16, tid=501, first_ts=T0, step_ns=STEP))
+    agent.trigger(0, T0 + 100, 0xFFFFFFFF00000000, 501)
+    agent.trigger(64 + 1, T0 + 150, 0xFFFFFFFF00000001, 501)  # the ring wrapped past entry 1
+    drain.drain_once()
+    assert seen == [(100, 0xFFFFFFFF00000000, 501)]
+    assert drain.summary()["triggers_lost"] == 1
+    s = finish(drain, writer)
+    linked = s.threads[0].index.events["detail_seq"] != F.NO_DETAIL_SEQ
+    assert (s.threads[0].index.timestamps[linked] - T0).tolist() == list(range(80, 121, STEP))
+
+
+# --- the RPC transport's mirror ------------------------------------------------------------------
+
+def mirrored_drain(tmp_path, agent, sink=None):
+    """A drain reading the RPC transport's mirror, pulled from the agent's region."""
+    mirror = RpcMirror(SimpleNamespace(exports_sync=agent), GEOMETRY)
+    drain, writer = new_drain(tmp_path, agent, sink, sync=mirror.sync, reader=mirror.reader)
+    return mirror, drain, writer
+
+
+def drain_until_quiet(drain):
+    for _ in range(100):
+        if drain.drain_once() == 0:
+            return
+    raise AssertionError("the drain never caught up")
+
+
+def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
+    """The agent's pull buffer (FakeAgent.pull, as ada_agent.js builds it) applied to the
+    mirror gives the drain what a local mapping would, rings wrapping and all."""
+    agent = FakeAgent(GEOMETRY)
+    mirror, drain, writer = mirrored_drain(tmp_path, agent, AlwaysDetailSink())
+    a, b = agent.register(501), agent.register(502)
+    n = 40
+    ev = {tid: index_events(n, tid=tid, first_ts=1000 + tid, detail_seqs=np.arange(n))
+          for tid in (501, 502)}
+    recs = {tid: detail_records(n, tid=tid, first_seq=0, first_ts=1000 + tid, stack_bytes=STACK)
+            for tid in (501, 502)}
+    for lo, hi in ((0, 12), (12, 24), (24, 36), (36, 40)):
+        for slot, tid in ((a, 501), (b, 502)):
+            agent.emit_detail(slot, recs[tid][lo * RECORD:hi * RECORD])
+            agent.emit(slot, ev[tid][lo:hi])
+        drain_until_quiet(drain)
+        assert agent.tail(a) == agent.tail(b) == hi  # the consumed tails reached the agent
+    s = finish(drain, writer)
+    for t, tid in zip(s.threads, (501, 502)):
+        assert np.array_equal(t.index.events, ev[tid])
+        assert t.detail.raw_events.tobytes() == recs[tid].tobytes()
+    assert mirror.summary()["bytes"] == 2 * n * (32 + RECORD)
+    assert atf.verify(s.path).ok
+
+
+def test_rpc_pulls_within_their_budget_lose_nothing(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    mirror, drain, writer = mirrored_drain(tmp_path, agent)
+    mirror.budget = 3 * 32  # three index events a pull (the default is a detail ring + 1 MiB)
+    slot = agent.register(501)
+    ev = index_events(30, tid=501, first_ts=1000)
+    for lo in range(0, 30, 15):
+        agent.emit(slot, ev[lo:lo + 15])
+        drain_until_quiet(drain)
+    assert mirror.pulls >= 10
+    s = finish(drain, writer)
+    assert np.array_equal(s.threads[0].index.events, ev)
+
+
+def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    refused = SimpleNamespace(exports_sync=SimpleNamespace(pull=None))  # calling it would fail
+    mirror = RpcMirror(refused, GEOMETRY)
+    slot = agent.register(501)
+    agent.emit(slot, index_events(9, tid=501, first_ts=1000))
+    mirror.queue_final(agent.pull([], 1 << 20))  # sent by the agent as the target exits
+    drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
+    assert drain.drain_once() > 0
+    assert len(drain.writers) == 1 and drain.writers[0].index_count == 9
+
+
+# --- the manifest --------------------------------------------------------------------------------
+
+FUNCTIONS = [  # as the agent's resolve() reports them
+    {"functionId": "0x0000000000000000", "moduleId": 0, "symbolIndex": 0, "name": "main",
+     "address": "0x1000", "module": "demo", "modulePath": "/bin/demo", "moduleBase": "0x1000",
+     "moduleSize": 4096},
+    {"functionId": "0x0000000100000000", "moduleId": 1, "symbolIndex": 0, "name": "open",
+     "address": "0x7f0010", "module": "libc.so.6", "modulePath": "/lib/libc.so.6",
+     "moduleBase": "0x7f0000", "moduleSize": 65536},
+]
+
+
+def facts(options, **changes):
+    start = dt.datetime(2026, 11, 22, 10, 0, 0)
+    base = dict(options=options, target=Target("file", ["/bin/demo", "x"]), pid=77, spawned=True,
+                device={"id": "local", "name": "Local System", "type": "local"},
+                agent={"platform": "linux", "mainModule": {"name": "demo", "path": "/bin/demo"},
+                       "toolchain": "external", "toolchainFallback": None},
+                arch=F.ARCH_X86_64, os_id=F.OS_LINUX, clock_type=F.CLOCK_BOOTTIME,
+                transport="shm", frida_version="17.0.0", functions=FUNCTIONS, hook_failures=[],
+                started_at=start, ended_at=start + dt.timedelta(seconds=2.5), clean=True,
+                end_reason="target-exited")
+    base.update(changes)
+    return RecordingFacts(**base)
+
+
+def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    a, b = agent.register(601), agent.register(602)
+    sink = AlwaysDetailSink()
+    drain, writer = new_drain(tmp_path, agent, sink)
+    agent.emit_detail(a, detail_records(4, tid=601, first_seq=0, first_ts=1000,
+                                        stack_bytes=STACK))
+    agent.emit(a, index_events(4, tid=601, first_ts=1000, detail_seqs=np.arange(4)))
+    agent.emit(b, index_events(6, tid=602, first_ts=900))
+    agent.drop(b, n=2)
+    drain.finish()
+    writer.finalize()
+    options = TraceOptions(selection=[{"op": "include", "kind": "function", "module": "demo",
+                                       "pattern": "main", "offset": None}], detail="always")
+    m = build_manifest(facts(options), drain.summary(), sink.summary(), None)
+    assert m["process"] == {"pid": 77, "name": "demo", "path": "/bin/demo", "arch": "x86_64",
+                            "os": "linux", "platform": "linux", "spawned": True,
+                            "argv": ["/bin/demo", "x"]}
+    assert m["session"]["duration_s"] == 2.5 and m["transport"] == {"kind": "shm"}
+    assert m["time_range"] == [900, 1400]
+    assert [(t["id"], t["tid"], t["index_events"], t["detail_events"], t["has_detail"],
+             t["drops"]) for t in m["threads"]] == [(0, 601, 4, 4, True, 0),
+                                                    (1, 602, 6, 0, False, 2)]
+    assert m["drops"] == {"policy": "wait", "index": 2, "waits": 0, "wait_ms": 0.0,
+                          "overflow_threads": 0, "overflow_events": 0, "max_threads": 1024}
+    assert [(x["module_id"], x["name"]) for x in m["modules"]] == [(0, "demo"), (1, "libc.so.6")]
+    assert [(x["function_id"], x["name"]) for x in m["symbols"]] == [
+        ("0x0000000000000000", "main"), ("0x0000000100000000", "open")]
+    assert m["detail"] == {"mode": "always", "stack_bytes": 128, "ring_bytes": 4 << 20,
+                           "io": "auto", "captured_bytes": 4 * RECORD, "dropped": 0,
+                           "unlinked_at_end": 0}
+    assert m["clock_source"] == {"hot_path": "os"} and m["triggers"] == m["windows"] == []
+    assert m["end"] == {"clean": True, "reason": "target-exited", "crash": None}
+    writer.write_manifest(m)
+    s = atf.open_session(writer.path)
+    assert s.symbol_names() == {0: "main", 1 << 32: "open"}
+    assert atf.verify(s.path).ok
+
+
+def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
+    options = TraceOptions(selection=[], detail="window", pre_roll_ms=5, post_roll_ms=2)
+    sink = WindowDetailSink(5_000_000, 2_000_000, 1 << 20)
+    sink.trigger(T0, "time", at_ms=1.0)
+    sink.settle([], now_ns=T0)
+    drain = {"events": 0, "threads": [], "time_range": None, "index_drops": 0, "waits": 0,
+             "wait_ms": 0.0, "overflow_threads": 1, "overflow_events": 5, "detail_bytes": 0,
+             "detail_drops": 0, "triggers_coalesced": 3, "triggers_lost": 0,
+             "clock": {"hot_path": "os"}}
+    rpc = {"pulls": 9, "bytes": 100, "mb_per_s": 0.01, "last_error": None}
+    m = build_manifest(facts(options, transport="rpc", clean=False, end_reason="target-crashed",
+                             crash="SIGSEGV"), drain, sink.summary(), rpc)
+    assert m["triggers"] == [{"kind": "time", "timestamp_ns": T0, "at_ms": 1.0}]
+    assert m["windows"] == [{"start_ns": T0 - 5_000_000, "end_ns": T0 + 2_000_000,
+                             "truncated": False, "truncated_ns": 0}]
+    assert {k: m["detail"][k] for k in ("mode", "pre_roll_ms", "post_roll_ms", "persisted",
+                                        "triggers_coalesced")} == {
+        "mode": "window", "pre_roll_ms": 5, "post_roll_ms": 2, "persisted": 0,
+        "triggers_coalesced": 3}
+    assert m["transport"] == {"kind": "rpc", **rpc}
+    assert m["drops"]["overflow_threads"] == 1 and m["drops"]["overflow_events"] == 5
+    assert m["end"] == {"clean": False, "reason": "target-crashed", "crash": "SIGSEGV"}
+
+
+# --- the layout check and the --detail-io policy -----------------------------------------------
+
+def test_layout_check_names_every_field_that_differs():
+    check_layout({**LAYOUT, "agent.sizeof_state": 123456})  # agent-private entries: not shared
+    wrong = {**LAYOUT, "slot.tail": 136}
+    del wrong["header.stop"]
+    wrong["header.new_field"] = 200
+    with pytest.raises(TracerError) as e:
+        check_layout(wrong)
+    message = str(e.value)
+    for text in ("slot.tail: agent 136, host 128", "header.stop: agent lacks it, host 44",
+                 "header.new_field: agent 200, host lacks it"):
+        assert text in message
 
 
 def test_detail_io_policies():
@@ -36,3 +439,28 @@ def test_dirty_pressure_without_vmstat_is_no_pressure(tmp_path):
     assert detail_io.dirty_pressure(tmp_path / "missing") is False
     (tmp_path / "partial").write_text("nr_dirty 5\n")
     assert detail_io.dirty_pressure(tmp_path / "partial") is False
+
+
+# --- the tests' own oracle -------------------------------------------------------------------
+
+def test_assert_balanced_catches_what_it_claims_to():
+    from helpers import assert_balanced
+
+    def events(spec):  # (kind, depth, function_id) in order
+        ev = np.zeros(len(spec), dtype=F.INDEX_EVENT)
+        ev["timestamp_ns"] = np.arange(len(spec))
+        ev["event_kind"], ev["call_depth"], ev["function_id"] = zip(*spec)
+        return ev
+
+    C, R = F.EVENT_CALL, F.EVENT_RETURN
+    assert_balanced(events([(C, 0, 1), (C, 1, 2), (R, 1, 2), (C, 1, 3), (R, 1, 3), (R, 0, 1)]))
+    for wrong in ([(C, 0, 1), (C, 0, 2), (R, 0, 2), (R, 0, 1)],  # depths that do not nest
+                  [(C, 0, 1), (C, 1, 2), (R, 1, 1), (R, 0, 2)],  # returns swapped
+                  [(C, 0, 1), (C, 1, 2), (R, 1, 2)],  # left open
+                  [(R, 0, 1), (C, 0, 1)]):  # a RETURN first
+        with pytest.raises(AssertionError):
+            assert_balanced(events(wrong))
+    backwards = events([(C, 0, 1), (R, 0, 1)])
+    backwards["timestamp_ns"] = [5, 4]
+    with pytest.raises(AssertionError, match="backwards"):
+        assert_balanced(backwards)
