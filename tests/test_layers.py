@@ -1,0 +1,161 @@
+"""The house's rules, checked from the code itself: one import name, layers, no circles, and
+reading that works where Frida cannot load."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+PACKAGES = ("atf", "tracer", "agent")  # installed as ada.atf, ada.tracer, ada.agent
+FRIDA = ("frida", "frida_tools", "_frida")
+
+# Lower layers never import higher ones; equal layers other than their own folder neither.
+LAYERS = [("ada.atf", 0), ("ada.tracer.errors", 1), ("ada.tracer.record", 2),
+          ("ada.tracer.analysis", 2), ("ada.tracer.cli", 3), ("ada.tracer", 1),
+          ("ada.agent", 0), ("ada", 4)]
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    for prefix, level in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, level
+    raise AssertionError(f"{module} is in no layer")
+
+
+def package_modules() -> dict[str, Path]:
+    found = {"ada": ROOT / "__init__.py", "ada.__main__": ROOT / "__main__.py"}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(("ada",) + parts).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def imports(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(imported module, at module level?) for every import of the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    top_level = {id(node) for node in tree.body}
+    for node in tree.body:  # `if TYPE_CHECKING:` blocks are not imports at run time
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            top_level.discard(id(node))
+            for child in ast.walk(node):
+                child.type_checking = True  # type: ignore[attr-defined]
+    out = []
+    for node in ast.walk(tree):
+        if getattr(node, "type_checking", False):
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+                names = [prefix] if node.module else [f"{prefix}.{a.name}" for a in node.names]
+            else:
+                names = [node.module]
+        else:
+            continue
+        out.extend((name, id(node) in top_level) for name in names)
+    return out
+
+
+MODULES = package_modules()
+IMPORTS = {m: imports(m, p) for m, p in MODULES.items()}
+
+
+def test_project_code_is_imported_by_its_installed_name_only():
+    for module, found in IMPORTS.items():
+        stray = [name for name, _ in found if name.split(".")[0] in PACKAGES]
+        assert not stray, f"{module} imports {stray}: use ada.atf, ada.tracer, ada.agent"
+
+
+def test_no_import_runs_back_up_a_layer():
+    for module, found in IMPORTS.items():
+        mine, level = layer_of(module)
+        for name, _ in found:
+            if not name.startswith("ada"):
+                continue
+            theirs, their_level = layer_of(name)
+            assert their_level < level or theirs == mine, f"{module} -> {name} runs back up"
+
+
+def test_atf_and_analysis_never_import_frida_or_recording():
+    for module, found in IMPORTS.items():
+        names = [name for name, _ in found]
+        if layer_of(module)[0] in ("ada.atf", "ada.tracer.analysis"):
+            assert not [n for n in names if n.split(".")[0] in FRIDA], module
+            assert not [n for n in names if n.startswith("ada.tracer.record")], module
+
+
+def test_the_cli_reaches_recording_only_inside_trace_when_it_runs():
+    for module, found in IMPORTS.items():
+        if not module.startswith("ada.tracer.cli"):
+            continue
+        for name, at_top in found:
+            if name.startswith("ada.tracer.record") or name.split(".")[0] in FRIDA:
+                assert module == "ada.tracer.cli.trace" and not at_top, f"{module} -> {name}"
+
+
+def test_no_import_circles():
+    graph = {m: {n for n, top in found if top and n in MODULES and n != m}
+             for m, found in IMPORTS.items()}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in graph[m]:
+            if state.get(n) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(n):] + [n]))
+            if n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
+WITHOUT_FRIDA = f"import sys; sys.modules.update(dict.fromkeys({list(FRIDA)!r}))"
+
+
+def python_without_frida(code, *args):
+    """Python where importing frida fails, as on a machine without it (cwd: not the repo)."""
+    return subprocess.run([sys.executable, "-c", f"{WITHOUT_FRIDA}; {code}", *map(str, args)],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def ada_without_frida(*args):
+    return python_without_frida("import runpy; sys.argv[0] = 'ada'; "
+                                "runpy.run_module('ada', run_name='__main__')", *args)
+
+
+def test_frida_is_really_unimportable_there():
+    out = python_without_frida("import frida")
+    assert out.returncode == 1 and "import of frida halted" in out.stderr
+
+
+@pytest.mark.parametrize("args", [("info", DATA / "r1_session"),
+                                  ("info", "--json", DATA / "r1_session"),
+                                  ("dump", DATA / "r1_session", "--detail"),
+                                  ("verify", DATA / "r1_session"), ("--help",)])
+def test_reading_commands_work_without_frida(args):
+    out = ada_without_frida(*args)
+    assert out.returncode == 0, out.stderr
+    with_frida = subprocess.run([sys.executable, "-m", "ada", *map(str, args)],
+                                capture_output=True, text=True, timeout=60, cwd="/")
+    assert out.stdout == with_frida.stdout
+
+
+def test_trace_without_frida_says_so_in_one_line():
+    out = ada_without_frida("trace", "-f", "/bin/true", "-i", "main")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "ada trace needs Frida" in out.stderr and "Traceback" not in out.stderr
+    info = json.loads(ada_without_frida("info", "--json", DATA / "r1_session").stdout)
+    assert info["index_events"] == 10
