@@ -78,15 +78,15 @@ def main() -> None:
             busy += time.perf_counter() - t
         t = time.perf_counter()
         drain.drain_once()  # the records held back for their index events
-        drain.sink.finish(drain.writers, 0)
+        drain.sink.finish(drain.thread_writers, 0)
         session.finalize()
         busy += time.perf_counter() - t
-        written = drain.writers[0].detail_count
+        written = drain.thread_writers[0].detail_count
         if written != total:
             raise SystemExit(f"drain wrote {written} detail records, expected {total}")
         gbs = total * RECORD / busy / 1e9
         how = (" with TSC conversion" if args.tsc else "") + \
-            (", detail.atf direct (O_DIRECT)" if drain.writers[0].detail_direct_from else "")
+            (", detail.atf direct (O_DIRECT)" if drain.thread_writers[0].detail_direct_from else "")
         print(f"drain, --detail path{how}: "
               f"{total:,} records ({total * RECORD / 1e9:.2f} GB) in {busy:.2f} s of drain time "
               f"({per_pass:,} records a pass)")

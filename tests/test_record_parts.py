@@ -84,7 +84,7 @@ def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     agent.set_header("registered", 2)  # thread 602 claimed slot 1 but has not filled it in
     drain, writer = new_drain(tmp_path, agent)
     drain.drain_once()
-    assert [w.thread_id for w in drain.writers] == [601]
+    assert [w.thread_id for w in drain.thread_writers] == [601]
     b = agent.register(602)
     agent.emit(b, index_events(6, tid=602, first_ts=1002))
     agent.drop(b, n=3)
@@ -124,10 +124,11 @@ def test_always_sink_holds_detail_until_its_index_events_are_written(tmp_path):
         agent.emit_detail(slot, recs[lo * RECORD:hi * RECORD])
         agent.emit(slot, ev[lo:hi - 3])  # the hot path publishes detail before its index event
         drain.drain_once()
-        assert drain.writers[0].detail_count == hi - 3  # the last three wait for their events
+        # The last three wait for their index events.
+        assert drain.thread_writers[0].detail_count == hi - 3
         agent.emit(slot, ev[hi - 3:hi])
         drain.drain_once()
-        assert drain.writers[0].detail_count == hi
+        assert drain.thread_writers[0].detail_count == hi
     assert sink.summary() == {"unlinked_at_end": 0}
     s = finish(drain, writer)
     t = s.threads[0]
@@ -304,7 +305,7 @@ def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):
     mirror.queue_final(agent.pull([], 1 << 20))  # sent by the agent as the target exits
     drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
     assert drain.drain_once() > 0
-    assert len(drain.writers) == 1 and drain.writers[0].index_count == 9
+    assert len(drain.thread_writers) == 1 and drain.thread_writers[0].index_count == 9
 
 
 # --- the manifest --------------------------------------------------------------------------------

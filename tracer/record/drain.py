@@ -61,10 +61,10 @@ class Drain(threading.Thread):
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
-        self.writer = writer
+        self.writer = writer  # the session's; thread_writers are what it made, one per slot
         self.sink = sink
         self.on_trigger = on_trigger
-        self.writers: list[ThreadWriter] = []
+        self.thread_writers: list[ThreadWriter] = []
         self.tails: list[int] = []
         self.detail_tails: list[int] = []
         self.stats = DrainStats()
@@ -90,28 +90,28 @@ class Drain(threading.Thread):
             return pulled
         clock = self.clock
         registered = rings.registered
-        while len(self.writers) < registered and rings.active(len(self.writers)):
-            slot = len(self.writers)
-            self.writers.append(self.writer.add_thread(rings.tid(slot)))
+        while len(self.thread_writers) < registered and rings.active(len(self.thread_writers)):
+            slot = len(self.thread_writers)
+            self.thread_writers.append(self.writer.add_thread(rings.tid(slot)))
             self.tails.append(0)
             self.detail_tails.append(0)
             self.stats.drops.append(0)
             self.stats.detail_drops.append(0)
         moved = 0
-        for slot, writer in enumerate(self.writers):
+        for slot, thread_writer in enumerate(self.thread_writers):
             head = rings.head(slot)
             tail = self.tails[slot]
             if head != tail:
                 for part in rings.events(slot, tail, head):
                     if clock is not None:
                         clock.convert(part["timestamp_ns"])
-                    writer.append_index(part)
+                    thread_writer.append_index(part)
                 self.tails[slot] = head
                 rings.set_tail(slot, head)
                 moved += head - tail
             self.stats.drops[slot] = rings.drops(slot)
         self.stats.events += moved
-        self.stats.threads = len(self.writers)
+        self.stats.threads = len(self.thread_writers)
         if self.sink is not None:
             moved += self._drain_detail()
         return moved + pulled
@@ -119,7 +119,7 @@ class Drain(threading.Thread):
     def _drain_detail(self) -> int:
         rings = self.rings
         fed = []
-        for slot in range(len(self.writers)):
+        for slot in range(len(self.thread_writers)):
             head, tail = rings.detail_head(slot), self.detail_tails[slot]
             if head != tail:
                 for piece in rings.detail_pieces(slot, tail, head):
@@ -137,7 +137,7 @@ class Drain(threading.Thread):
             self.stats.triggers_lost += lost
             for ts, fid, tid in triggers:
                 self.on_trigger(ts, fid, tid)
-        self.sink.settle(self.writers, clock_ns())
+        self.sink.settle(self.thread_writers, clock_ns())
         # Only now may producers reuse the bytes the sink was fed (it may have read them in place).
         for slot, head, size in fed:
             self.detail_tails[slot] = head
@@ -172,7 +172,7 @@ class Drain(threading.Thread):
         """Per thread: how often its producer found a ring full and waited, and for how long (ns).
 
         Read on demand (status line, manifest), not on every pass."""
-        return [self.rings.waits(slot) for slot in range(len(self.writers))]
+        return [self.rings.waits(slot) for slot in range(len(self.thread_writers))]
 
     def summary(self) -> dict[str, Any]:
         """What the drain saw, for the manifest: per thread, the losses and waits, the clock."""
@@ -183,8 +183,8 @@ class Drain(threading.Thread):
                     "drops": stats.drops[slot], "detail_drops": stats.detail_drops[slot],
                     "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3),
                     "detail_direct_from": w.detail_direct_from}
-                   for slot, w in enumerate(self.writers)]
-        ranges = [r for r in (w.index_time_range for w in self.writers) if r is not None]
+                   for slot, w in enumerate(self.thread_writers)]
+        ranges = [r for r in (w.index_time_range for w in self.thread_writers) if r is not None]
         return {
             "events": stats.events, "threads": threads,
             "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges
@@ -211,4 +211,4 @@ class Drain(threading.Thread):
             else:
                 time.sleep(IDLE_SLEEP_S)
         if self.sink is not None:
-            self.sink.finish(self.writers, clock_ns())
+            self.sink.finish(self.thread_writers, clock_ns())

@@ -124,7 +124,7 @@ class Recorder:
             self._attach()
             self._load_agent()
             self._hook()
-            assert self.script is not None and self.pid is not None
+            assert self.script and self.pipeline and self.pid is not None
             self.pipeline.connect(self.script, self.agent_info, pid=self.pid,
                                   os_id=_os_code(self.device, self.agent_info),
                                   started=self.started_at,
