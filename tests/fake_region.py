@@ -48,6 +48,21 @@ def detail_records(n: int, *, tid: int, first_seq: int, first_ts: int, step_ns: 
     return rec.reshape(-1)
 
 
+def _write_ring(buf: np.ndarray, base: int, size: int, cursor: int, data: np.ndarray) -> None:
+    """Copy bytes into the ring of `size` bytes at `base` from `cursor` on, as memcpy would:
+    in at most two pieces where it wraps."""
+    pos = cursor % size
+    first = min(len(data), size - pos)
+    buf[base + pos:base + pos + first] = data[:first]
+    buf[base:base + len(data) - first] = data[first:]
+
+
+def _read_ring(buf: np.ndarray, base: int, size: int, cursor: int, length: int) -> bytes:
+    pos = cursor % size
+    first = min(length, size - pos)
+    return buf[base + pos:base + pos + first].tobytes() + buf[base:base + length - first].tobytes()
+
+
 class FakeAgent:
     """The producer side of a region of `geometry`, in `buf` (fresh zeros by default)."""
 
@@ -96,11 +111,9 @@ class FakeAgent:
         if len(events) > self.room(slot):
             raise AssertionError(f"ring of slot {slot} has room for {self.room(slot)} events, "
                                  f"not {len(events)}: the producer would wait")
-        cap = self.g.index_capacity
-        ring = self.buf[self.g.index_rings_offset:self.g.detail_rings_offset].view(
-            F.INDEX_EVENT)[slot * cap:(slot + 1) * cap]
-        pos = (self.heads[slot] + np.arange(len(events))) % cap
-        ring[pos] = events
+        size = self.g.index_capacity * F.INDEX_EVENT_SIZE
+        _write_ring(self.buf, self.g.index_rings_offset + slot * size, size,
+                    self.heads[slot] * F.INDEX_EVENT_SIZE, events.view(np.uint8))
         self.heads[slot] += len(events)
         self.set_slot(slot, "head", self.heads[slot])
 
@@ -110,9 +123,8 @@ class FakeAgent:
         used = self.detail_heads[slot] - self.reader.slot(slot, "detail_tail")
         if used + len(records) > cap:
             raise AssertionError(f"detail ring of slot {slot} is full: the producer would wait")
-        base = self.g.detail_rings_offset + slot * cap
-        pos = (self.detail_heads[slot] + np.arange(len(records))) % cap
-        self.buf[base + pos] = records
+        _write_ring(self.buf, self.g.detail_rings_offset + slot * cap, cap,
+                    self.detail_heads[slot], records)
         self.detail_heads[slot] += len(records)
         self.set_slot(slot, "detail_head", self.detail_heads[slot])
 
@@ -156,22 +168,20 @@ class FakeAgent:
             sent = 0
             if dhead > dtail and dhead - dtail <= budget:
                 sent = dhead - dtail
-                base = self.g.detail_rings_offset + slot * self.g.detail_capacity
-                pos = (dtail + np.arange(sent)) % self.g.detail_capacity
+                cap = self.g.detail_capacity
                 segments.append((slot, 1, dtail, sent, at))
-                data.append(self.buf[base + pos].tobytes())
+                data.append(_read_ring(self.buf, self.g.detail_rings_offset + slot * cap, cap,
+                                       dtail, sent))
                 at, budget = at + sent, budget - sent
             ctl = R.SLOTS_OFFSET + slot * R.SLOT_SIZE
             copy[ctl + R.SLOT_CONTROL.fields["detail_head"][1]:][:8].view("<u8")[0] = dtail + sent
             events = max(0, min(self.heads[slot] - tail, budget // F.INDEX_EVENT_SIZE))
             if events:
-                ring_bytes = self.g.index_capacity * F.INDEX_EVENT_SIZE
-                base = self.g.index_rings_offset + slot * ring_bytes
-                pos = (tail * F.INDEX_EVENT_SIZE + np.arange(events * F.INDEX_EVENT_SIZE)) \
-                    % ring_bytes
-                segments.append((slot, 0, tail * F.INDEX_EVENT_SIZE,
-                                 events * F.INDEX_EVENT_SIZE, at))
-                data.append(self.buf[base + pos].tobytes())
+                size = self.g.index_capacity * F.INDEX_EVENT_SIZE
+                start, length = tail * F.INDEX_EVENT_SIZE, events * F.INDEX_EVENT_SIZE
+                segments.append((slot, 0, start, length, at))
+                data.append(_read_ring(self.buf, self.g.index_rings_offset + slot * size, size,
+                                       start, length))
                 at += events * F.INDEX_EVENT_SIZE
                 budget -= events * F.INDEX_EVENT_SIZE
             copy[ctl + R.SLOT_CONTROL.fields["head"][1]:][:8].view("<u8")[0] = tail + events
