@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     status = StatusLine(enabled=not args.quiet)
     device = open_device(args)
     recorder = Recorder(device, target, options, warn=status.warn, info=status.info,
-                        on_session=lambda session: setup_peer_connection(session, args))
+                        on_attached=lambda session: setup_peer_connection(session, args))
     recorder.prepare()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

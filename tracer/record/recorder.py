@@ -56,14 +56,14 @@ class RecordingResult:
 
 
 class Recorder:
-    """One recording session of one process."""
+    """One recording of one process, into one session directory."""
 
     def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
                  warn: Callable[[str], None] = lambda m: None,
                  info: Callable[[str], None] = lambda m: None,
-                 on_session: Callable[[frida.core.Session], None] = lambda s: None) -> None:
+                 on_attached: Callable[[frida.core.Session], None] = lambda s: None) -> None:
         self.device = device
-        self.on_session = on_session  # e.g. --p2p setup, once attached
+        self.on_attached = on_attached  # e.g. --p2p setup, once attached
         self.target = target
         self.options = options
         self.warn = warn
@@ -73,7 +73,7 @@ class Recorder:
         self.crash: str | None = None
         self.pid: int | None = None
         self.spawned = False
-        self.session: frida.core.Session | None = None
+        self.frida_session: frida.core.Session | None = None  # "session" is the directory
         self.script: frida.core.Script | None = None
         self.pipeline: Pipeline | None = None
         self.agent_info: dict[str, Any] = {}
@@ -150,13 +150,13 @@ class Recorder:
             self.pid = find_app_pid(self.device, str(value))
         else:
             self.pid = self.device.get_process(str(value)).pid
-        self.session = self.device.attach(self.pid)
-        self.session.on("detached", self._on_detached)
-        self.on_session(self.session)
+        self.frida_session = self.device.attach(self.pid)
+        self.frida_session.on("detached", self._on_detached)
+        self.on_attached(self.frida_session)
 
     def _load_agent(self) -> None:
-        assert self.session is not None
-        self.script = self.session.create_script(agent_sources()[0], name="ada-agent",
+        assert self.frida_session is not None
+        self.script = self.frida_session.create_script(agent_sources()[0], name="ada-agent",
                                                  runtime="qjs")
         self.script.on("message", self._on_message)
         self.script.load()
@@ -306,8 +306,8 @@ class Recorder:
         except FRIDA_ERRORS:
             pass
         try:
-            if self.session is not None and not self._detached:
-                self.session.detach()
+            if self.frida_session is not None and not self._detached:
+                self.frida_session.detach()
         except FRIDA_ERRORS:
             pass
 
