@@ -1,7 +1,7 @@
 /* Benchmark target: THREADS threads each call small() CALLS times (argv[1], argv[2]) and the
  * program prints the call rate it saw (the loop timed with CLOCK_MONOTONIC). With argv[3], it
- * first waits for that file to exist (so a tracer can attach first); with argv[4], it waits for
- * that file before exiting (so a remote tracer can pull everything first). */
+ * first says so and waits for that file to exist (so a tracer can attach first); with argv[4],
+ * it waits for that file before exiting (so a remote tracer can pull everything first). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +38,12 @@ int main(int argc, char **argv)
   long threads = argc > 2 ? atol(argv[2]) : 1;
   pthread_t t[64];
   if (argc > 3)
+  {
+    printf("waiting for %s\n", argv[3]);  /* running main(): safe to inject into */
+    fflush(stdout);
     while (access(argv[3], F_OK) != 0)
       usleep(10 * 1000);
+  }
   double t0 = now();
   for (long i = 0; i < threads; i++)
     pthread_create(&t[i], NULL, loop, NULL);

@@ -138,6 +138,10 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
     target = subprocess.Popen([str(exe), str(calls), "1", str(gate), str(exit_gate)],
                               stdout=subprocess.PIPE, text=True)
     try:
+        # Attach once the target runs main(): injecting into a process still starting up can
+        # abort it (glibc's allocate_stack assertion).
+        if not target.stdout.readline().startswith("waiting for"):
+            raise RuntimeError("the benchmark target did not reach its gate")
         joiner = frida.get_local_device().attach(target.pid)
         joiner.join_portal(f"127.0.0.1:{cluster}")
         settle_page_cache()
