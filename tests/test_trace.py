@@ -14,7 +14,7 @@ import pytest
 import ada.atf as atf
 from ada.atf import format as F
 from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
-                     trace_session as trace, wait_for_index_events)
+                     session_path, trace_session as trace, wait_for_index_events)
 
 
 
@@ -237,6 +237,23 @@ def test_no_matching_function_exits_1_and_kills_the_spawned_target(tmp_path, tar
     alive = [pid for pid in leftover.stdout.split()
              if Path(f"/proc/{pid}/exe").resolve() == exe.resolve()]
     assert alive == [], "the spawned target was left running"
+
+
+def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(target_bin("exact_calls"), bin_dir / "exact_calls")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = run_ada("trace", "-q", "-o", tmp_path / "traces", "-f", "exact_calls", "7",
+                  "-i", "exact_calls!work", env=env)
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest["process"]["argv"] == ["exact_calls", "7"]
+    assert len(function_events(s, "work")[0]) == 14
+    missing = run_ada("trace", "-o", tmp_path / "traces", "-f", "no-such-program-here",
+                      "-i", "main", env=env)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "cannot spawn no-such-program-here: no such program on PATH" in missing.stderr
 
 
 def test_usage_errors(tmp_path):

@@ -9,6 +9,8 @@ the session path last on stdout.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 
 import frida
 from frida_tools.application import ConsoleApplication, find_device, parse_typed_option
@@ -66,6 +68,20 @@ def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if args.identifier is not None:
         return Target("identifier", args.identifier)
     return Target("name", args.name)
+
+
+def program_path(device: frida.core.Device, name: str) -> str:
+    """The program `-f NAME` means: on the local device, a NAME without a slash is looked up on
+    PATH as a shell would (Frida's spawn only takes paths), and failing that in the current
+    directory, as Frida would; elsewhere NAME is an app id or a path on the device, which the
+    device resolves."""
+    if device.type != "local" or "/" in name:
+        return name
+    found = shutil.which(name) or (name if os.path.isfile(name) else None)
+    if found is None:
+        raise TracerError(f"cannot spawn {name}: no such program on PATH or in the current "
+                          "directory")
+    return found
 
 
 def find_app_pid(device: frida.core.Device, identifier: str) -> int:

@@ -23,7 +23,7 @@ from ada.atf import AtfError
 from ada.atf import format as F
 
 from ..errors import TracerError
-from .devices import find_app_pid
+from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .manifest import RecordingFacts, build_manifest
 from .options import Target, TraceOptions
@@ -142,7 +142,7 @@ class Recorder:
         kind, value = self.target.kind, self.target.value
         if kind == "file":
             argv = list(value)  # type: ignore[call-overload]
-            self.pid = self.device.spawn(argv)
+            self.pid = self.device.spawn(program_path(self.device, argv[0]), argv=argv)
             self.spawned = True
         elif kind == "pid":
             self.pid = int(value)  # type: ignore[call-overload]
