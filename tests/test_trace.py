@@ -256,6 +256,19 @@ def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
     assert "cannot spawn no-such-program-here: no such program on PATH" in missing.stderr
 
 
+def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path, target_bin):
+    s, out = trace(tmp_path, "-f", target_bin("too_short"), "50", "-i", "too_short!tiny",
+                   "-i", "too_short!work")
+    warnings = [line for line in out.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "cannot hook tiny in too_short" in warnings[0], out.stderr
+    assert "too short" in warnings[0] and "the other functions are traced" in warnings[0]
+    assert "please file a bug" not in out.stderr
+    (failure,) = s.manifest["hook_failures"]
+    assert failure["name"] == "tiny" and "too short" in failure["reason"]
+    assert "unable to intercept" in failure["error"]  # Frida's own words are kept too
+    assert len(function_events(s, "work")[0]) == 100
+
+
 def test_usage_errors(tmp_path):
     for args in (["-p", "1", "-n", "x", "-i", "f"], ["-p", "1"], ["-p", "1", "-a", "nomodule"],
                  ["-p", "1", "-i", "f", "-U", "-R"]):

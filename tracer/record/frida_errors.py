@@ -27,6 +27,16 @@ def describe_frida_error(e: BaseException) -> str:
     return text[0].lower() + text[1:] if text[:1].isupper() and not text[:2].isupper() else text
 
 
+def describe_hook_failure(error: str) -> str:
+    """Why Frida's Interceptor refused a function, in ada's words (its own text otherwise)."""
+    if "unable to intercept function" in error:
+        return ("Frida cannot move its first instructions aside for a hook (the function is "
+                "too short, or starts with code Frida cannot relocate)")
+    if "already" in error:
+        return f"it is already hooked in this process ({error})"
+    return error
+
+
 def explain_attach_error(e: BaseException, device: frida.core.Device, target: Target,
                          pid: int | None, detached: bool) -> str:
     """Why attaching, loading the agent or hooking failed, as the user should read it.

@@ -24,7 +24,8 @@ from ada.atf import format as F
 
 from ..errors import TracerError
 from .devices import find_app_pid, program_path
-from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
+from .frida_errors import (FRIDA_ERRORS, describe_frida_error, describe_hook_failure,
+                           explain_attach_error)
 from .manifest import RecordingFacts, build_manifest
 from .options import Target, TraceOptions
 from .pipeline import Pipeline, agent_sources
@@ -190,11 +191,16 @@ class Recorder:
         hooked = api.hook()
         self.hook_failures = hooked["failures"]
         for f in self.hook_failures:
-            self.warn(f"cannot hook {f['name']} ({f['module']} {f['address']}): {f['error']}")
+            f["reason"] = describe_hook_failure(f["error"])
+            use = "use as a trigger" if f.get("trigger") else "hook"
+            self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
+                      f"{f['reason']}; the other functions are traced")
         if hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
-        self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}; recording "
-                  f"({self.transport} transport)")
+        refused = sum(1 for f in self.hook_failures if not f.get("trigger"))
+        self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}"
+                  + (f" ({refused} could not be, listed in the manifest)" if refused else "")
+                  + f"; recording ({self.transport} transport)")
 
     def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.pipeline is not None and self.pipeline.flight is not None
