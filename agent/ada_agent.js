@@ -28,6 +28,8 @@ function platformConfig(clockSource) {
   if (platform !== 'darwin' && platform !== 'linux')
     throw new Error(`unsupported platform ${platform}`);
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
+  for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_key_delete'])
+    symbols[name] = Module.getGlobalExportByName(name);
   const facts = {};
   let clockType;
   let anonMapFlags;  /* private anonymous pages, backed lazily (RPC transport's region) */
@@ -445,7 +447,7 @@ class AdaAgent {
    * head in the copy is cut back to what the buffer holds, so the host's view
    * is always whole events and whole detail records.
    */
-  pull(tails, budget) {
+  pull(tails, budget, freed) {
     const c = this.config;
     const L = this.layout;
     const P = c.pull;  /* the buffer's format, as the host reads it (tracer/record/transport.py) */
@@ -458,6 +460,8 @@ class AdaAgent {
       ctl.add(L['slot.detail_tail']).writeU64(uint64(tails[i + 2]));
       this.tails[slot] = [tails[i + 1], tails[i + 2]];
     }
+    for (const slot of freed || [])
+      this._free(slot);
     this.heartbeat();
     const registered = this._registered();
     const controls = L['region.slots_offset'] + registered * L['sizeof.slot'];
@@ -492,7 +496,8 @@ class AdaAgent {
     for (let slot = 0; slot < registered; slot++) {
       const ctl = this._slot(r, slot);
       const copy = this._slot(copyOfRegion, slot);
-      if (ctl.add(L['slot.state']).readU32() !== L['const.slot_active'])
+      const state = ctl.add(L['slot.state']).readU32();
+      if (state !== L['const.slot_active'] && state !== L['const.slot_ended'])
         continue;
       const [tail, dtail] = this.tails[slot] || [0, 0];
       /* Index head before detail head, as the local drain reads them: every index
@@ -513,12 +518,30 @@ class AdaAgent {
         addSegment(slot, 0, tail * eventBytes, events * eventBytes,
                    r.add(c.indexRingsOffset + slot * ringBytes), ringBytes);
       copy.add(L['slot.head']).writeU64(uint64(tail + events));
+      /* The host frees an ended slot once it has drained it: only when all of it is sent. */
+      if (state === L['const.slot_ended'] && (tail + events < head || detailSent < dhead - dtail))
+        copy.add(L['slot.state']).writeU32(L['const.slot_active']);
     }
     st.add(P.prefix.magic).writeU32(P.magic);
     st.add(P.prefix.segments).writeU32(segments);
     st.add(P.prefix.registered).writeU32(registered);
     st.add(P.prefix.capacity).writeU32(maxSegments);
     return ArrayBuffer.wrap(st, data);
+  }
+
+  /* RPC transport: the host has drained an ended thread's slot; a new thread may claim it
+   * (the host's side of this is RingReader.free_slot, on the local device). */
+  _free(slot) {
+    const L = this.layout;
+    const ctl = this._slot(this.region, slot);
+    if (ctl.add(L['slot.state']).readU32() !== L['const.slot_ended'])
+      return;
+    ctl.add(L['slot.tail']).writeU64(0);
+    ctl.add(L['slot.detail_tail']).writeU64(0);
+    this.tails[slot] = [0, 0];
+    const releases = ctl.add(L['slot.releases']);
+    releases.writeU32(releases.readU32() + 1);
+    ctl.add(L['slot.state']).writeU32(L['const.slot_free']);
   }
 
   heartbeat() {
@@ -532,7 +555,7 @@ class AdaAgent {
   dispose() {
     this.stop();
     if (this.config !== null && this.config.shmPath === null)
-      send({ type: 'ada:final' }, this.pull([], this._pendingBytes()));
+      send({ type: 'ada:final' }, this.pull([], this._pendingBytes(), []));
   }
 
   /* Ring bytes produced but not yet consumed by the host, over all slots. */
@@ -542,6 +565,9 @@ class AdaAgent {
     let total = 0;
     for (let slot = 0; slot < registered; slot++) {
       const ctl = this._slot(this.region, slot);
+      const state = ctl.add(L['slot.state']).readU32();
+      if (state !== L['const.slot_active'] && state !== L['const.slot_ended'])
+        continue;
       const [tail, dtail] = this.tails[slot] || [0, 0];
       total += (ctl.add(L['slot.head']).readU64().toNumber() - tail) * L['sizeof.event'];
       if (this.config.detailCapacity > 0)
@@ -560,6 +586,10 @@ class AdaAgent {
       Interceptor.flush();
       this.hooked = false;
     }
+    if (this.cm !== null && this.finiFn === undefined) {
+      this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
+      this.finiFn();
+    }
     if (this.region !== null)
       this.region.add(this.layout['header.stop']).writeU32(1);
     return true;
@@ -573,7 +603,7 @@ rpc.exports = {
   resolve: selection => agent.resolve(selection),
   resolveTriggers: selection => agent.resolveTriggers(selection),
   hook: () => agent.hook(),
-  pull: (tails, budget) => agent.pull(tails, budget),
+  pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stop(),
   /* For the tests: compile-check the hot path for platforms this host is not. */
   hotPathDefines: (platform, arch, facts) => hotPathDefines(platform, arch, facts),

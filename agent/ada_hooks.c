@@ -32,8 +32,14 @@
  *   index_rings_offset    max_threads x index_capacity x 32-byte events
  *   detail_rings_offset   max_threads x detail_capacity bytes (0 when off)
  *
+ * A thread claims a slot on its first event and gives it back when it exits
+ * (ada_thread_exit marks it ended; the host drains it, then frees it for the
+ * next thread): max_threads bounds the threads recording at once, not over
+ * the run. Each claim bumps the slot's generation, so the host tells threads
+ * apart; each gets its own thread_N.
+ *
  * A ring is single-producer (its thread) single-consumer (the host drain).
- * Index head and tail count events since the start and never wrap; position
+ * Index head and tail count events since the claim and never wrap; position
  * in the ring is head & (capacity - 1). The n-th event a thread enqueues is
  * index event n of its file: its index_seq. Detail rings are byte rings of
  * back-to-back ATF detail records (revision 1 layout); their head and tail
@@ -55,13 +61,21 @@
 
 /* The platform's own memcpy, passed in by the agent: faster than the CModule runtime's. */
 extern gpointer ada_memcpy (gpointer dst, gconstpointer src, gsize n);
+/* pthread keys, for the destructor that tells a thread's exit (pthread_key_t is an
+ * unsigned int or long on every platform here: a gsize holds either). */
+extern int pthread_key_create (gsize * key, void (* destructor) (gpointer));
+extern int pthread_setspecific (gsize key, gconstpointer value);
+extern int pthread_key_delete (gsize key);
 
 #define ADA_REGION_MAGIC 0x31474e4952414441ULL /* "ADARING1" */
 #define ADA_REGION_VERSION 1
 #define ADA_EVENT_CALL 1
 #define ADA_EVENT_RETURN 2
 #define ADA_NO_DETAIL 0xffffffffU
-#define ADA_SLOT_ACTIVE 1
+#define ADA_SLOT_UNUSED 0
+#define ADA_SLOT_ACTIVE 1           /* a live thread writes its rings */
+#define ADA_SLOT_ENDED 2            /* its thread has exited: the host drains, then frees it */
+#define ADA_SLOT_FREE 3             /* drained and released by the host: a new thread may claim it */
 #define ADA_SLOTS_OFFSET 4096
 #define ADA_POLICY_WAIT 0
 #define ADA_POLICY_DROP 1
@@ -121,7 +135,7 @@ typedef struct
 
 typedef struct
 {
-  guint32 state;              /* 0 free, 1 active (tid valid, ring in use) */
+  volatile guint32 state;     /* ADA_SLOT_UNUSED, _ACTIVE, _ENDED or _FREE */
   guint32 tid;
   volatile guint64 detail_head; /* bytes written to the detail ring */
   guint64 detail_drops;       /* detail records dropped (full ring, drop policy) */
@@ -134,7 +148,11 @@ typedef struct
   volatile guint64 tail;      /* consumer cache line */
   volatile guint64 detail_tail;
   guint64 pad2[6];
-  guint64 reserved[8];
+  volatile guint32 claims;    /* claim tickets drawn (atomic add): see ada_claim_slot */
+  volatile guint32 releases;  /* times the host freed the slot; written by the host only */
+  guint32 generation;         /* which thread holds it: bumped by each claim */
+  guint32 reserved32;
+  guint64 reserved[6];
 } SlotControl;
 
 typedef struct
@@ -179,6 +197,7 @@ typedef struct
 typedef struct
 {
   gsize tls_key;
+  gsize exit_key;             /* pthread key whose destructor tells the host a thread ended */
   RegionHeader * region;
   SlotControl * slots;
   guint8 * index_rings;
@@ -381,6 +400,8 @@ ada_safe_read (guint8 * dst, guint64 src, guint32 n)
 }
 #endif
 
+static void ada_thread_exit (gpointer value);
+
 /* Called once by the agent after it has mapped the region and written the
  * header fields the host chose (geometry, policy, detail mode, limits). */
 void
@@ -389,6 +410,7 @@ ada_init (guint32 pid)
   AdaState * s = &ada_state;
   RegionHeader * h = s->region;
   s->tls_key = gum_tls_key_new ();
+  pthread_key_create (&s->exit_key, ada_thread_exit);
   s->slots = (SlotControl *) ((guint8 *) h + ADA_SLOTS_OFFSET);
   s->triggers = (TriggerEntry *) ((guint8 *) h + ADA_TRIGGER_OFFSET);
   s->index_rings = (guint8 *) h + h->index_rings_offset;
@@ -499,6 +521,8 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("region.triggers_offset", ADA_TRIGGER_OFFSET);
   ADA_LAYOUT ("region.trigger_slots", ADA_TRIGGER_SLOTS);
   ADA_LAYOUT ("const.slot_active", ADA_SLOT_ACTIVE);
+  ADA_LAYOUT ("const.slot_ended", ADA_SLOT_ENDED);
+  ADA_LAYOUT ("const.slot_free", ADA_SLOT_FREE);
   ADA_LAYOUT ("const.policy_wait", ADA_POLICY_WAIT);
   ADA_LAYOUT ("const.policy_drop", ADA_POLICY_DROP);
   ADA_LAYOUT ("const.detail_off", ADA_DETAIL_OFF);
@@ -540,6 +564,9 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_SLOT (wait_ns);
   ADA_SLOT (tail);
   ADA_SLOT (detail_tail);
+  ADA_SLOT (claims);
+  ADA_SLOT (releases);
+  ADA_SLOT (generation);
   ADA_LAYOUT ("sizeof.trigger", sizeof (TriggerEntry));
   ADA_TRIGGER (timestamp_ns);
   ADA_TRIGGER (function_id);
@@ -559,33 +586,140 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   return n;
 }
 
+/*
+ * A slot for a new thread: a fresh one while there are any, else one the host
+ * has freed after an earlier thread ended. Claiming a freed slot needs no
+ * compare-and-swap (TinyCC has none): the claimer draws a ticket with an
+ * atomic add on `claims` and wins if it drew exactly `releases`, the count of
+ * times the host freed the slot; a loser puts its ticket back. Each value is
+ * drawn once per release, so one claimer wins each time. With the wait policy
+ * a thread that finds every slot held waits while some are only waiting for
+ * the host to free them. -1: no slot (the thread's events are counted, not
+ * recorded).
+ */
+static gint
+ada_claim_slot (void)
+{
+  AdaState * s = &ada_state;
+  RegionHeader * h = s->region;
+  guint spins = 0;
+  guint32 i, fresh, releases;
+
+  if (h->registered < h->max_threads)
+  {
+    fresh = (guint32) g_atomic_int_add ((volatile gint *) &h->registered, 1);
+    if (fresh < h->max_threads)
+    {
+      s->slots[fresh].claims = 1;
+      s->slots[fresh].generation = 1;
+      return (gint) fresh;
+    }
+  }
+  for (;;)
+  {
+    gboolean pending = FALSE;
+    for (i = 0; i < h->max_threads; i++)
+    {
+      SlotControl * c = &s->slots[i];
+      if (c->state == ADA_SLOT_ENDED)
+        pending = TRUE;
+      if (c->state != ADA_SLOT_FREE)
+        continue;
+      releases = c->releases;
+      if (c->claims != releases)
+        continue;
+      if ((guint32) g_atomic_int_add ((volatile gint *) &c->claims, 1) == releases)
+      {
+        c->generation++;
+        return (gint) i;
+      }
+      g_atomic_int_add ((volatile gint *) &c->claims, -1);
+    }
+    if (!pending || h->policy != ADA_POLICY_WAIT || h->stop ||
+        ada_now () - h->heartbeat_ns > h->stall_ns)
+      return -1;
+    if (++spins < 64)
+      g_thread_yield ();
+    else
+      g_usleep (50);
+  }
+}
+
+/* A thread that gets no slot: its events are only counted (overflow_events). */
+static ThreadState *
+ada_overflow_thread (void)
+{
+  AdaState * s = &ada_state;
+  g_atomic_int_add ((volatile gint *) &s->region->overflow_threads, 1);
+  gum_tls_key_set_value (s->tls_key, &s->overflow);
+  return &s->overflow;
+}
+
 static ThreadState *
 ada_register_thread (void)
 {
   AdaState * s = &ada_state;
   RegionHeader * h = s->region;
-  guint32 slot;
+  gint slot;
   ThreadState * t;
+  SlotControl * c;
 
-  slot = (guint32) g_atomic_int_add ((volatile gint *) &h->registered, 1);
-  if (slot >= h->max_threads)
-  {
-    g_atomic_int_add ((volatile gint *) &h->overflow_threads, 1);
-    gum_tls_key_set_value (s->tls_key, &s->overflow);
-    return &s->overflow;
-  }
+  slot = ada_claim_slot ();
+  if (slot < 0)
+    return ada_overflow_thread ();
   t = &s->threads[slot];
-  t->slot = slot;
+  c = &s->slots[slot];
+  t->slot = (guint32) slot;
   t->tid = ada_os_thread_id ();
-  t->ctl = &s->slots[slot];
+  t->ctl = c;
   t->ring = (IndexEvent *) (s->index_rings + (gsize) slot * h->index_capacity * sizeof (IndexEvent));
   t->detail_ring = s->detail_rings + (gsize) slot * s->detail_capacity;
+  t->head = 0;
+  t->cached_tail = 0;
+  t->overflowed = 0;
+  t->depth_extra = 0;
+  t->shadow_len = 0;
+  t->detail_count = 0;
+  t->detail_head = 0;
+  t->detail_cached_tail = 0;
+  t->stack_lo = 0;
+  t->stack_hi = 0;
   if (s->detail_mode != ADA_DETAIL_OFF)
     ada_stack_bounds (t);
-  t->ctl->tid = t->tid;
-  g_atomic_int_add ((volatile gint *) &t->ctl->state, ADA_SLOT_ACTIVE);
+  /* A freed slot starts over: its rings are empty (the host drained them). */
+  c->tid = t->tid;
+  c->head = 0;
+  c->tail = 0;
+  c->detail_head = 0;
+  c->detail_tail = 0;
+  c->drops = 0;
+  c->detail_drops = 0;
+  c->waits = 0;
+  c->wait_ns = 0;
+  g_atomic_int_add ((volatile gint *) &c->state, (gint) (ADA_SLOT_ACTIVE - c->state));
   gum_tls_key_set_value (s->tls_key, t);
+  pthread_setspecific (s->exit_key, t);
   return t;
+}
+
+/*
+ * The exit_key destructor: the thread is exiting, after its last event. The
+ * host may now drain the slot and free it. A hooked function the thread calls
+ * later still (another key's destructor) registers it anew, in a slot of its own.
+ */
+static void
+ada_thread_exit (gpointer value)
+{
+  ThreadState * t = value;
+  gum_tls_key_set_value (ada_state.tls_key, NULL);
+  g_atomic_int_add ((volatile gint *) &t->ctl->state, ADA_SLOT_ENDED - ADA_SLOT_ACTIVE);
+}
+
+/* The agent stops: no destructor may run code of this module once it is unloaded. */
+void
+ada_fini (void)
+{
+  pthread_key_delete (ada_state.exit_key);
 }
 
 /* TinyCC does not inline: the per-call steps below are macros, not functions. */

@@ -126,7 +126,7 @@ class SessionReader:
                    for t in self.threads)
 
     def thread(self, thread_id: int) -> ThreadReader:
-        """The thread_N reader for N = thread_id (registration order)."""
+        """The thread_N reader for N = thread_id (the thread's number in the session)."""
         for t in self.threads:
             if t.id == thread_id:
                 return t

@@ -466,7 +466,7 @@ class SessionWriter:
         self.threads: list[ThreadWriter] = []
 
     def add_thread(self, thread_id: int) -> ThreadWriter:
-        """A writer for the next thread in registration order (thread_0, thread_1, ...)."""
+        """A writer for the session's next thread (thread_0, thread_1, ...)."""
         writer = ThreadWriter(self.path / f"thread_{len(self.threads)}", thread_id=thread_id,
                               arch=self.arch, os_id=self.os_id, clock_type=self.clock_type,
                               detail_go_direct=self.detail_go_direct)

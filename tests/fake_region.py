@@ -92,15 +92,35 @@ class FakeAgent:
 
     # --- threads and their rings -------------------------------------------------------
 
-    def register(self, tid: int) -> int:
-        """A thread's first event claims the next slot (ada_register_thread)."""
-        slot = len(self.heads)
-        self.heads.append(0)
-        self.detail_heads.append(0)
-        self.set_header("registered", slot + 1)
+    def register(self, tid: int, publish: bool = True) -> int:
+        """A thread's first event claims a slot (ada_claim_slot): a fresh one while there are
+        any, else one the host freed; the claim bumps the slot's generation. publish=False
+        stops short of marking it active, as a thread caught in the middle of registering."""
+        registered = self.reader.header("registered")
+        if registered < self.g.max_threads:
+            slot = registered
+            self.heads.append(0)
+            self.detail_heads.append(0)
+            self.set_header("registered", slot + 1)
+        else:
+            free = [i for i in range(self.g.max_threads)
+                    if self.reader.state(i) == R.SLOT_FREE]
+            if not free:
+                raise AssertionError("no free slot: the thread would overflow")
+            slot = free[0]
+            self.heads[slot] = self.detail_heads[slot] = 0
+            for name in ("head", "tail", "detail_head", "detail_tail", "drops", "detail_drops",
+                         "waits", "wait_ns"):
+                self.set_slot(slot, name, 0)
+        self.set_slot(slot, "generation", self.reader.generation(slot) + 1)
         self.set_slot(slot, "tid", tid)
-        self.set_slot(slot, "state", R.SLOT_ACTIVE)
+        if publish:
+            self.set_slot(slot, "state", R.SLOT_ACTIVE)
         return slot
+
+    def end(self, slot: int) -> None:
+        """The thread exited (ada_thread_exit): the host may drain and free its slot."""
+        self.set_slot(slot, "state", R.SLOT_ENDED)
 
     def room(self, slot: int) -> int:
         """Events the index ring can take before the producer would have to wait."""
@@ -150,19 +170,25 @@ class FakeAgent:
 
     # --- the RPC transport ---------------------------------------------------------------
 
-    def pull(self, tails: list[int], budget: int) -> bytes:
+    def pull(self, tails: list[int], budget: int, freed: list[int] = ()) -> bytes:
         """The `pull` RPC of agent/ada_agent.js, same arguments and bytes: take the tails the
-        host consumed (slot, index tail, detail tail, ...), then return everything produced
-        past them, detail whole or not at all, index events as far as the budget reaches."""
+        host consumed (slot, index tail, detail tail, ...) and the slots it freed, then return
+        everything produced past the tails, detail whole or not at all, index events as far as
+        the budget reaches."""
         for i in range(0, len(tails), 3):
             self.set_slot(tails[i], "tail", tails[i + 1])
             self.set_slot(tails[i], "detail_tail", tails[i + 2])
+        for slot in freed:
+            self.reader.free_slot(slot)
         registered = self.reader.registered
         controls = R.SLOTS_OFFSET + registered * R.SLOT_SIZE
         copy = self.buf[:controls].copy()
         segments, data = [], []
         at = PULL_PREFIX.itemsize + controls + 2 * registered * SEGMENT.itemsize
         for slot in range(registered):
+            state = self.reader.state(slot)
+            if state not in (R.SLOT_ACTIVE, R.SLOT_ENDED):
+                continue
             tail, dtail = self.tail(slot), self.reader.slot(slot, "detail_tail")
             dhead = self.detail_heads[slot] if self.g.detail_capacity else 0
             sent = 0
@@ -185,6 +211,8 @@ class FakeAgent:
                 at += events * F.INDEX_EVENT_SIZE
                 budget -= events * F.INDEX_EVENT_SIZE
             copy[ctl + R.SLOT_CONTROL.fields["head"][1]:][:8].view("<u8")[0] = tail + events
+            if state == R.SLOT_ENDED and (tail + events < self.heads[slot] or sent < dhead - dtail):
+                copy[ctl:ctl + 4].view("<u4")[0] = R.SLOT_ACTIVE  # not all sent: not freeable
         prefix = np.zeros(1, dtype=PULL_PREFIX)
         prefix["magic"], prefix["segments"] = PULL_MAGIC, len(segments)
         prefix["registered"], prefix["capacity"] = registered, 2 * registered

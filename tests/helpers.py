@@ -78,9 +78,11 @@ def assert_balanced(ev: np.ndarray) -> None:
         assert np.array_equal(fids[0::2], fids[1::2]), f"a RETURN at depth {d} closes another call"
 
 
-def trace_session(tmp_path: Path, *args: object, timeout: float = 120):
-    """`ada trace -q -o tmp_path/traces ARGS`, which must succeed; returns (session, process)."""
-    out = run_ada("trace", "-q", "-o", tmp_path / "traces", *args, timeout=timeout)
+def trace_session(tmp_path: Path, *args: object, timeout: float = 120, quiet: bool = True):
+    """`ada trace [-q] -o tmp_path/traces ARGS`, which must succeed; returns (session,
+    process). quiet=False keeps the status lines on stderr (the last one sums up)."""
+    out = run_ada("trace", *(["-q"] if quiet else []), "-o", tmp_path / "traces", *args,
+                  timeout=timeout)
     assert out.returncode == 0, out.stderr
     return atf.open_session(session_path(out)), out
 

@@ -22,7 +22,8 @@ from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, Wi
 from ada.tracer.record.drain import Drain
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
-from ada.tracer.record.rings import LAYOUT, RegionGeometry, check_layout
+from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
+                                     check_layout, clock_ns)
 from ada.tracer.record.transport import RpcMirror
 from fake_region import FakeAgent, detail_records, index_events
 
@@ -81,11 +82,11 @@ def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     agent = FakeAgent(GEOMETRY)
     a = agent.register(601)
     agent.emit(a, index_events(4, tid=601, first_ts=1000))
-    agent.set_header("registered", 2)  # thread 602 claimed slot 1 but has not filled it in
+    b = agent.register(602, publish=False)  # claimed slot 1, not filled in yet
     drain, writer = new_drain(tmp_path, agent)
     drain.drain_once()
     assert [w.thread_id for w in drain.thread_writers] == [601]
-    b = agent.register(602)
+    agent.set_slot(b, "state", SLOT_ACTIVE)
     agent.emit(b, index_events(6, tid=602, first_ts=1002))
     agent.drop(b, n=3)
     drain.drain_once()
@@ -96,6 +97,79 @@ def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     assert summary["time_range"] == [1000, 1002 + 5 * 100]
     s = finish(drain, writer)
     assert [(t.id, t.thread_id, len(t)) for t in s.threads] == [(0, 601, 4), (1, 602, 6)]
+
+
+def test_an_ended_threads_slot_is_drained_freed_and_claimed_by_a_later_thread(tmp_path):
+    agent = FakeAgent(GEOMETRY)  # 4 slots
+    drain, writer = new_drain(tmp_path, agent)
+    first = agent.register(700)
+    agent.emit(first, index_events(5, tid=700, first_ts=1000))
+    agent.end(first)
+    drain.drain_once()  # drains it, sees it ended
+    assert agent.reader.state(first) == SLOT_ENDED  # freed only on a later pass
+    drain.drain_once()
+    assert agent.reader.state(first) == SLOT_FREE and agent.reader.slot(first, "releases") == 1
+    assert drain.thread_writers[0].closed  # its files are finished while recording goes on
+    for tid in (701, 702, 703):  # the fresh slots first
+        agent.emit(agent.register(tid), index_events(2, tid=tid, first_ts=2000 + tid))
+    drain.drain_once()  # thread_N counts threads in the order the drain finds them
+    again = agent.register(704)
+    assert again == first and agent.reader.generation(again) == 2
+    agent.emit(again, index_events(3, tid=704, first_ts=3000))
+    drain.drain_once()
+    summary = drain.summary()
+    assert [(t["id"], t["tid"], t["slot"], t["ended"], t["index_events"])
+            for t in summary["threads"]] == [(0, 700, 0, True, 5), (1, 701, 1, False, 2),
+                                             (2, 702, 2, False, 2), (3, 703, 3, False, 2),
+                                             (4, 704, 0, False, 3)]
+    s = finish(drain, writer)
+    assert [len(t) for t in s.threads] == [5, 2, 2, 2, 3]
+    assert s.threads[4].index.timestamps[0] == 3000
+    assert atf.verify(s.path).ok
+
+
+def test_threads_one_after_another_through_two_slots_lose_nothing(tmp_path):
+    geometry = RegionGeometry(max_threads=2, index_capacity=16, detail_capacity=4096)
+    agent = FakeAgent(geometry)
+    drain, writer = new_drain(tmp_path, agent, AlwaysDetailSink())
+    for k in range(40):
+        slot = agent.register(800 + k)
+        n = 2 + k % 7
+        agent.emit_detail(slot, detail_records(n, tid=800 + k, first_seq=0, first_ts=1000 * k,
+                                               stack_bytes=STACK))
+        agent.emit(slot, index_events(n, tid=800 + k, first_ts=1000 * k,
+                                      detail_seqs=np.arange(n)))
+        agent.end(slot)
+        drain.drain_once()
+        drain.drain_once()  # now drained and seen ended: freed for the next thread
+    assert agent.reader.header("registered") == 2  # both slots, over and over
+    s = finish(drain, writer)
+    assert [(t.thread_id, len(t.index), len(t.detail)) for t in s.threads] == \
+        [(800 + k, 2 + k % 7, 2 + k % 7) for k in range(40)]
+    assert all(t.index.state == "clean" for t in s.threads)
+    assert atf.verify(s.path).ok
+
+
+def test_an_ended_thread_keeps_its_files_open_while_the_flight_recorder_holds_its_detail(
+        tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    sink = WindowDetailSink(pre_roll_ns=10 ** 9, post_roll_ns=0, cap_bytes=1 << 20)
+    drain, writer = new_drain(tmp_path, agent, sink)
+    slot = agent.register(900)
+    now = clock_ns()
+    agent.emit_detail(slot, detail_records(4, tid=900, first_seq=0, first_ts=now,
+                                           stack_bytes=STACK))
+    agent.emit(slot, index_events(4, tid=900, first_ts=now))
+    agent.end(slot)
+    drain.drain_once()
+    drain.drain_once()
+    assert agent.reader.state(slot) == SLOT_FREE  # the rings are free for another thread
+    assert sink.holds(0) and not drain.thread_writers[0].closed  # a trigger may still want it
+    sink.trigger(now + 1000, "key")  # its window covers the four records
+    drain.drain_once()
+    assert not sink.holds(0) and drain.thread_writers[0].closed
+    s = finish(drain, writer)
+    assert len(s.threads[0].detail) == 4 and atf.verify(s.path).ok
 
 
 def test_raw_tick_timestamps_are_converted_before_anything_is_written(tmp_path):
@@ -280,6 +354,42 @@ def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
         assert t.detail.raw_events.tobytes() == recs[tid].tobytes()
     assert mirror.summary()["bytes"] == 2 * n * (32 + RECORD)
     assert atf.verify(s.path).ok
+
+
+def test_rpc_mirror_frees_a_slot_in_the_agent_only_once_everything_is_pulled(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    mirror, drain, writer = mirrored_drain(tmp_path, agent)
+    mirror.budget = 4 * 32  # four events a pull
+    slot = agent.register(501)
+    agent.emit(slot, index_events(10, tid=501, first_ts=1000))
+    agent.end(slot)
+    drain.drain_once()
+    assert mirror.reader.state(slot) == SLOT_ACTIVE  # ended, but 6 events are still in the agent
+    drain_until_quiet(drain)
+    drain.drain_once()  # the freed slot travels with the next pull
+    assert agent.reader.state(slot) == SLOT_FREE and agent.reader.slot(slot, "releases") == 1
+    again = agent.register(502)
+    agent.emit(again, index_events(3, tid=502, first_ts=5000))
+    drain_until_quiet(drain)
+    s = finish(drain, writer)
+    assert [(t.thread_id, len(t)) for t in s.threads] == [(501, 10), (502, 3)]
+
+
+def test_a_stale_rpc_copy_does_not_bring_a_freed_thread_back(tmp_path):
+    """The agent's last buffer (sent as the target exits) can be older than the host's latest
+    view: a slot the drain already drained and freed must not be read again from it."""
+    agent = FakeAgent(GEOMETRY)
+    mirror, drain, writer = mirrored_drain(tmp_path, agent)
+    slot = agent.register(501)
+    agent.emit(slot, index_events(6, tid=501, first_ts=1000))
+    agent.end(slot)
+    stale = agent.pull([], 1 << 20)  # built before the host frees the slot
+    drain_until_quiet(drain)
+    drain.drain_once()
+    mirror.queue_final(stale)
+    drain_until_quiet(drain)
+    s = finish(drain, writer)
+    assert [(t.thread_id, len(t)) for t in s.threads] == [(501, 6)]
 
 
 def test_rpc_pulls_within_their_budget_lose_nothing(tmp_path):

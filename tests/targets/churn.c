@@ -1,5 +1,6 @@
-/* Starts and ends THREADS (argv[1], default 1000) short-lived threads, a few at a time;
- * thread i calls work() exactly (i % 7) + 1 times and writes its tid and i to stdout. */
+/* Starts and ends THREADS (argv[1], default 1000) short-lived threads, AT_ONCE (argv[2],
+ * default 8) at a time; thread i calls work() exactly (i % 7) + 1 times and writes its tid
+ * and i to stdout. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -30,9 +31,9 @@ static void *run(void *arg)
 int main(int argc, char **argv)
 {
   long n = argc > 1 ? atol(argv[1]) : 1000;
-  const long batch = 8;
+  long batch = argc > 2 ? atol(argv[2]) : 8;
+  pthread_t *t = calloc(batch, sizeof (pthread_t));
   for (long base = 0; base < n; base += batch) {
-    pthread_t t[8];
     long m = n - base < batch ? n - base : batch;
     for (long j = 0; j < m; j++)
       pthread_create(&t[j], NULL, run, (void *) (base + j));

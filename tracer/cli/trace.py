@@ -58,8 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="when a thread's ring is full: wait for the drain (lossless, default) "
                    "or drop and count the event")
     g.add_argument("--max-threads", type=positive_int, default=1024, metavar="N",
-                   help="threads that get a ring (default 1024); events of later threads are "
-                   "counted as overflow, never silently lost")
+                   help="threads that hold a ring at once (default 1024; a thread that ends "
+                   "gives its ring back); a thread that starts while all are held is counted, "
+                   "with its events, as dropped")
     g.add_argument("--ring-kb", type=positive_int, default=1024, metavar="KB",
                    help="index ring size per thread in KiB, a power of two (default 1024 = "
                    "32768 events)")
@@ -210,7 +211,7 @@ class StatusLine:
         rate = (p.events - self._last_events) / dt if dt > 0 else 0.0
         self._last_events, self._last_t = p.events, p.elapsed_s
         line = (f"{p.elapsed_s:7.1f}s  {rate / 1e6:7.2f} M events/s  {p.events:>12,} events  "
-                f"{p.threads} thread(s)  {p.drops} dropped")
+                f"{p.threads} thread(s)  {p.drops:,} dropped")
         if p.detail_bytes:
             line += f"  detail {p.detail_bytes / 1e6:,.1f} MB"
         if p.windows:
@@ -247,4 +248,4 @@ class StatusLine:
             extra += (f"; the target waited {p.wait_ns / 1e6:,.1f} ms in all for ada to make "
                       "room in full rings")
         print(f"ada: recorded {p.events:,} events from {p.threads} thread(s) in "
-              f"{p.elapsed_s:.1f}s, {p.drops} dropped{extra}", file=sys.stderr, flush=True)
+              f"{p.elapsed_s:.1f}s, {p.drops:,} dropped{extra}", file=sys.stderr, flush=True)

@@ -32,14 +32,17 @@ from ada.atf.writer import ThreadWriter
 
 
 class DetailSink(Protocol):
-    """feed() gets whole, well-formed records and their walk (offsets relative to data).
+    """feed() gets a thread's whole, well-formed records and their walk (offsets relative to
+    data); `thread` is its N (thread_N), which indexes the writers settle() is handed.
 
     data may be a view of the ring, valid until settle() returns: keep only copies.
+    holds(thread) says whether records of the thread still wait (its files stay open).
     summary() is the sink's part of the manifest's "detail" object.
     """
 
-    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None: ...
+    def feed(self, thread: int, data: np.ndarray, walk: Walk) -> None: ...
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
+    def holds(self, thread: int) -> bool: ...
     def finish(self, writers: list[ThreadWriter], now_ns: int) -> None: ...
     def summary(self) -> dict[str, Any]: ...
 
@@ -52,17 +55,21 @@ class AlwaysDetailSink:
         self.persisted = 0
         self.unlinked = 0  # records whose index event never came (target died in between)
 
-    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None:
+    def feed(self, thread: int, data: np.ndarray, walk: Walk) -> None:
         if len(walk.offsets):
-            self._queues.setdefault(slot, deque()).append((data, walk))
+            self._queues.setdefault(thread, deque()).append((data, walk))
+
+    def holds(self, thread: int) -> bool:
+        return bool(self._queues.get(thread))
 
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
-        for slot, queue in self._queues.items():
-            self._settle_thread(queue, writers[slot])
+        for thread, queue in self._queues.items():
+            self._settle_thread(queue, writers[thread])
             # What waits for its index events may be a view of the ring: keep a copy.
             for i, (data, walk) in enumerate(queue):
                 if data.base is not None:
                     queue[i] = (data.copy(), walk)
+        self._queues = {thread: queue for thread, queue in self._queues.items() if queue}
 
     def _settle_thread(self, queue: deque[tuple[np.ndarray, Walk]], writer: ThreadWriter) -> None:
         while queue:
@@ -207,7 +214,10 @@ class WindowDetailSink:
 
     # --- records (drain thread) -----------------------------------------------------
 
-    def feed(self, slot: int, data: np.ndarray, walk: Walk) -> None:
+    def holds(self, thread: int) -> bool:
+        return bool(self._queues.get(thread))
+
+    def feed(self, thread: int, data: np.ndarray, walk: Walk) -> None:
         """Buffer one thread's newly drained detail records (complete, back to back)."""
         if not len(walk.offsets):
             return
@@ -215,7 +225,7 @@ class WindowDetailSink:
         chunk = _Chunk(data, walk.offsets, gather(data, walk.offsets, 16, "<u8", walk.stride),
                        gather(data, walk.offsets, 8, "<u4", walk.stride).astype(np.int64),
                        walk.stride)
-        self._queues.setdefault(slot, deque()).append(chunk)
+        self._queues.setdefault(thread, deque()).append(chunk)
         self.stats.buffered_bytes += len(data)
 
     def settle(self, writers: list[ThreadWriter], now_ns: int) -> None:
@@ -224,8 +234,9 @@ class WindowDetailSink:
             self.stats.triggers.append(t)
             self._open_window(t["timestamp_ns"])
         horizon = now_ns - self.pre - SETTLE_SLACK_NS
-        for slot, queue in self._queues.items():
-            self._settle_thread(queue, writers[slot], horizon)
+        for thread, queue in self._queues.items():
+            self._settle_thread(queue, writers[thread], horizon)
+        self._queues = {thread: queue for thread, queue in self._queues.items() if queue}
         self._enforce_cap()
 
     def _settle_thread(self, queue: deque[_Chunk], writer: ThreadWriter, horizon: int) -> None:
@@ -255,11 +266,11 @@ class WindowDetailSink:
     def _enforce_cap(self) -> None:
         """Evict the oldest undecided records until the buffer fits in cap_bytes."""
         while self.stats.buffered_bytes > self.cap:
-            fronts = [(q[0].ts[q[0].pos], slot) for slot, q in self._queues.items() if q]
+            fronts = [(q[0].ts[q[0].pos], thread) for thread, q in self._queues.items() if q]
             if not fronts:
                 return
-            _, slot = min(fronts)
-            ch = self._queues[slot].popleft()
+            _, thread = min(fronts)
+            ch = self._queues[thread].popleft()
             lost_ts = ch.ts[ch.pos:]
             oldest, newest = int(lost_ts.min()), int(lost_ts.max())
             self._lost_until = max(self._lost_until, newest)

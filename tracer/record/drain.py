@@ -2,8 +2,13 @@
 
 Each pass copies every thread's new index events out of its ring into that
 thread's ThreadWriter (straight from the mapping, no per-event work), then
-hands the room back to the producer by advancing the ring's tail. thread_N is
-ring slot N, so N is the thread's registration order.
+hands the room back to the producer by advancing the ring's tail.
+
+Threads and slots: a thread holds a ring slot while it lives. The drain binds
+each new holder of a slot (a new generation) to the next thread_N, so N counts
+threads in the order the drain finds them; when a thread has ended and its
+rings are drained, the drain frees the slot for a later thread, and closes the
+thread's files once the detail sink holds none of its records.
 
 With the detail lane on, each pass then moves every thread's new detail
 records to the detail sink (detail_sinks.py: every record for --detail, or the
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -30,7 +35,7 @@ from ada.atf.writer import SessionWriter, ThreadWriter
 
 from .clock import TickClock
 from .detail_sinks import DetailSink
-from .rings import RingReader, clock_ns
+from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 
 IDLE_SLEEP_S = 0.0005
 DETAIL_TIMESTAMP = F.detail_event_header_dtype(F.REVISION_1).fields["timestamp"][1]
@@ -40,14 +45,32 @@ DETAIL_TIMESTAMP = F.detail_event_header_dtype(F.REVISION_1).fields["timestamp"]
 class DrainStats:
     events: int = 0
     threads: int = 0
-    drops: list[int] = field(default_factory=list)  # per slot, as the producers count them
-    detail_drops: list[int] = field(default_factory=list)
     detail_bytes: int = 0
     triggers_lost: int = 0
 
-    @property
-    def total_drops(self) -> int:
-        return sum(self.drops)
+
+@dataclass
+class ThreadCounts:
+    """A thread's losses and waits, as its producer counted them in its slot (kept once the
+    slot is freed for another thread)."""
+
+    drops: int = 0
+    detail_drops: int = 0
+    waits: int = 0
+    wait_ns: int = 0
+    slot: int = 0
+    ended: bool = False
+
+
+@dataclass
+class _Binding:
+    """The thread a slot holds now, and how far the drain has read its rings."""
+
+    thread: int  # N of thread_N
+    generation: int
+    tail: int = 0
+    detail_tail: int = 0
+    ended: bool = False  # the slot said the thread ended, on a pass before this one
 
 
 class Drain(threading.Thread):
@@ -64,9 +87,11 @@ class Drain(threading.Thread):
         self.writer = writer  # the session's; thread_writers are what it made, one per slot
         self.sink = sink
         self.on_trigger = on_trigger
-        self.thread_writers: list[ThreadWriter] = []
-        self.tails: list[int] = []
-        self.detail_tails: list[int] = []
+        self.thread_writers: list[ThreadWriter] = []  # by N of thread_N
+        self.counts: list[ThreadCounts] = []  # by N
+        self._bindings: dict[int, _Binding] = {}  # by slot
+        self._released: dict[int, int] = {}  # by slot: the generation last drained and freed
+        self._closing: list[int] = []  # ended threads whose files are still open
         self.stats = DrainStats()
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
@@ -89,38 +114,86 @@ class Drain(threading.Thread):
         if not self._clock_ready():
             return pulled
         clock = self.clock
-        registered = rings.registered
-        while len(self.thread_writers) < registered and rings.active(len(self.thread_writers)):
-            slot = len(self.thread_writers)
-            self.thread_writers.append(self.writer.add_thread(rings.tid(slot)))
-            self.tails.append(0)
-            self.detail_tails.append(0)
-            self.stats.drops.append(0)
-            self.stats.detail_drops.append(0)
         moved = 0
-        for slot, thread_writer in enumerate(self.thread_writers):
-            head = rings.head(slot)
-            tail = self.tails[slot]
+        ended = []
+        for slot in range(rings.registered):
+            binding = self._bind(slot)
+            if binding is None:
+                continue
+            if rings.state(slot) == SLOT_ENDED:
+                ended.append(slot)
+            head, tail = rings.head(slot), binding.tail
             if head != tail:
+                writer = self.thread_writers[binding.thread]
                 for part in rings.events(slot, tail, head):
                     if clock is not None:
                         clock.convert(part["timestamp_ns"])
-                    thread_writer.append_index(part)
-                self.tails[slot] = head
+                    writer.append_index(part)
+                binding.tail = head
                 rings.set_tail(slot, head)
                 moved += head - tail
-            self.stats.drops[slot] = rings.drops(slot)
+            self.counts[binding.thread].drops = rings.drops(slot)
         self.stats.events += moved
         self.stats.threads = len(self.thread_writers)
         if self.sink is not None:
             moved += self._drain_detail()
+        self._release(ended)
         return moved + pulled
+
+    def _bind(self, slot: int) -> _Binding | None:
+        """The slot's current thread, bound to a new thread_N when it is a new one."""
+        rings = self.rings
+        state = rings.state(slot)
+        binding = self._bindings.get(slot)
+        if state not in (SLOT_ACTIVE, SLOT_ENDED):
+            return binding  # unused, or freed by us (then unbound)
+        generation = rings.generation(slot)
+        if binding is not None and binding.generation == generation:
+            return binding
+        if self._released.get(slot) == generation:
+            return None  # a stale view of a thread already drained (an RPC copy sent earlier)
+        if binding is not None:  # only a freed slot is claimed again, and we free it unbound
+            raise RuntimeError(f"thread slot {slot} changed hands before it was drained")
+        # Writer and counts first: the status line reads the bindings from another thread.
+        thread = len(self.thread_writers)
+        self.thread_writers.append(self.writer.add_thread(rings.tid(slot)))
+        self.counts.append(ThreadCounts(slot=slot))
+        binding = self._bindings[slot] = _Binding(thread, generation)
+        return binding
+
+    def _release(self, ended: list[int]) -> None:
+        """Free the slots of ended threads once drained; close the threads' files once the
+        sink is done with them."""
+        rings = self.rings
+        for slot in ended:
+            binding = self._bindings[slot]
+            drained = rings.head(slot) == binding.tail and (
+                self.sink is None or rings.detail_head(slot) == binding.detail_tail)
+            if not (binding.ended and drained):
+                binding.ended = True  # free it on a later pass: see the producer's last writes
+                continue
+            counts = self.counts[binding.thread]
+            counts.waits, counts.wait_ns = rings.waits(slot)
+            counts.drops, counts.ended = rings.drops(slot), True
+            if self.sink is not None:
+                counts.detail_drops = rings.detail_drops(slot)
+            del self._bindings[slot]
+            self._released[slot] = binding.generation
+            rings.free_slot(slot)
+            self._closing.append(binding.thread)
+        still_open = []
+        for thread in self._closing:
+            if self.sink is not None and self.sink.holds(thread):
+                still_open.append(thread)
+            else:
+                self.thread_writers[thread].finalize()
+        self._closing = still_open
 
     def _drain_detail(self) -> int:
         rings = self.rings
         fed = []
-        for slot in range(len(self.thread_writers)):
-            head, tail = rings.detail_head(slot), self.detail_tails[slot]
+        for slot, binding in self._bindings.items():
+            head, tail = rings.detail_head(slot), binding.detail_tail
             if head != tail:
                 for piece in rings.detail_pieces(slot, tail, head):
                     walk = walk_records(piece, 0, len(piece))
@@ -129,9 +202,9 @@ class Drain(threading.Thread):
                                            f"at byte {walk.problem_offset}: {walk.problem}")
                     if self.clock is not None:
                         self._convert_detail(piece, walk)
-                    self.sink.feed(slot, piece, walk)
-                fed.append((slot, head, head - tail))
-            self.stats.detail_drops[slot] = rings.detail_drops(slot)
+                    self.sink.feed(binding.thread, piece, walk)
+                fed.append((slot, binding, head, head - tail))
+            self.counts[binding.thread].detail_drops = rings.detail_drops(slot)
         if self.on_trigger is not None:
             triggers, lost = rings.take_triggers()
             self.stats.triggers_lost += lost
@@ -139,8 +212,8 @@ class Drain(threading.Thread):
                 self.on_trigger(ts, fid, tid)
         self.sink.settle(self.thread_writers, clock_ns())
         # Only now may producers reuse the bytes the sink was fed (it may have read them in place).
-        for slot, head, size in fed:
-            self.detail_tails[slot] = head
+        for slot, binding, head, size in fed:
+            binding.detail_tail = head
             rings.set_detail_tail(slot, head)
             self.stats.detail_bytes += size
         return len(fed)
@@ -168,31 +241,37 @@ class Drain(threading.Thread):
         self.clock.convert(ts)
         scatter(piece, walk.offsets, DETAIL_TIMESTAMP, ts, walk.stride)
 
-    def waits(self) -> list[tuple[int, int]]:
-        """Per thread: how often its producer found a ring full and waited, and for how long (ns).
+    def thread_counts(self) -> list[ThreadCounts]:
+        """Per thread_N: its drops and waits, read from its slot while it holds one.
 
-        Read on demand (status line, manifest), not on every pass."""
-        return [self.rings.waits(slot) for slot in range(len(self.thread_writers))]
+        Read on demand (status line, manifest), not on every pass, from any thread."""
+        for slot, binding in list(self._bindings.items()):  # one step: the drain adds to it
+            counts = self.counts[binding.thread]
+            counts.waits, counts.wait_ns = self.rings.waits(slot)
+        return self.counts
 
     def summary(self) -> dict[str, Any]:
         """What the drain saw, for the manifest: per thread, the losses and waits, the clock."""
         rings, stats = self.rings, self.stats
-        waits = self.waits()
-        threads = [{"id": slot, "tid": w.thread_id, "has_detail": w.detail_count > 0,
-                    "index_events": w.index_count, "detail_events": w.detail_count,
-                    "drops": stats.drops[slot], "detail_drops": stats.detail_drops[slot],
-                    "waits": waits[slot][0], "wait_ms": round(waits[slot][1] / 1e6, 3),
+        counts = self.thread_counts()
+        threads = [{"id": n, "tid": w.thread_id, "slot": c.slot, "ended": c.ended,
+                    "has_detail": w.detail_count > 0, "index_events": w.index_count,
+                    "detail_events": w.detail_count, "drops": c.drops,
+                    "detail_drops": c.detail_drops, "waits": c.waits,
+                    "wait_ms": round(c.wait_ns / 1e6, 3),
                     "detail_direct_from": w.detail_direct_from}
-                   for slot, w in enumerate(self.thread_writers)]
+                   for n, (w, c) in enumerate(zip(self.thread_writers, counts))]
         ranges = [r for r in (w.index_time_range for w in self.thread_writers) if r is not None]
         return {
             "events": stats.events, "threads": threads,
             "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges
             else None,
-            "index_drops": stats.total_drops, "waits": sum(n for n, _ in waits),
-            "wait_ms": round(sum(ns for _, ns in waits) / 1e6, 3),
+            "index_drops": sum(c.drops for c in counts),
+            "waits": sum(c.waits for c in counts),
+            "wait_ms": round(sum(c.wait_ns for c in counts) / 1e6, 3),
             "overflow_threads": rings.overflow_threads, "overflow_events": rings.overflow_events,
-            "detail_bytes": stats.detail_bytes, "detail_drops": sum(stats.detail_drops),
+            "detail_bytes": stats.detail_bytes,
+            "detail_drops": sum(c.detail_drops for c in counts),
             "triggers_coalesced": rings.triggers_coalesced, "triggers_lost": stats.triggers_lost,
             "clock": self.clock.summary() if self.clock is not None else {"hot_path": "os"},
         }

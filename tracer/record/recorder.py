@@ -250,12 +250,16 @@ class Recorder:
         if drain is None:
             return Progress(elapsed, 0, 0, 0)
         stats, mirror, flight = drain.stats, self.pipeline.mirror, self.pipeline.flight
-        return Progress(elapsed, stats.events, stats.threads,
-                        stats.total_drops + sum(stats.detail_drops), stats.detail_bytes,
+        counts = drain.thread_counts()
+        # Dropped: events lost to full rings (drop policy, or a silent drain) and the events of
+        # threads that found no free ring (--max-threads).
+        drops = (sum(c.drops + c.detail_drops for c in counts)
+                 + drain.rings.overflow_events)
+        return Progress(elapsed, stats.events, stats.threads, drops, stats.detail_bytes,
                         len(flight.windows) if flight else 0,
                         flight.truncated_ns if flight else 0,
                         mirror.throughput() if mirror else None,
-                        sum(ns for _, ns in drain.waits()))
+                        sum(c.wait_ns for c in counts))
 
     def _stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -47,14 +48,17 @@ REGION_HEADER = _struct(168, [
 SLOT_CONTROL = _struct(256, [
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
     ("head", "<u8", 64), ("drops", "<u8", 72), ("waits", "<u8", 80), ("wait_ns", "<u8", 88),
-    ("tail", "<u8", 128), ("detail_tail", "<u8", 136)])
+    ("tail", "<u8", 128), ("detail_tail", "<u8", 136), ("claims", "<u4", 192),
+    ("releases", "<u4", 196), ("generation", "<u4", 200)])
 # TriggerEntry: {u64 timestamp_ns, u64 function_id, u32 tid, u32 commit, u64 reserved}
 TRIGGER_ENTRY = _struct(32, [("timestamp_ns", "<u8", 0), ("function_id", "<u8", 8),
                              ("tid", "<u4", 16), ("commit", "<u4", 20)])
 SLOTS_OFFSET = 4096  # SlotControl[max_threads] follows the header page
 TRIGGERS_OFFSET, TRIGGER_SLOTS = 1024, 64  # TriggerEntry[64], in the header page
 SLOT_SIZE = SLOT_CONTROL.itemsize
-SLOT_ACTIVE = 1
+# slot.state: a live thread holds the slot (ACTIVE); it has exited (ENDED: drain, then free it);
+# the host freed it (FREE: a later thread may claim it). 0: never used.
+SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE = 1, 2, 3
 
 POLICY_WAIT, POLICY_DROP = 0, 1  # header.policy (--on-full)
 DETAIL_MODE_CODES = {"off": 0, "always": 1, "window": 2}  # header.detail_mode
@@ -64,6 +68,7 @@ def _layout() -> dict[str, int]:
     """The names and values ada_layout() must report (agent-private entries, agent.*, aside)."""
     out = {"region.slots_offset": SLOTS_OFFSET, "region.triggers_offset": TRIGGERS_OFFSET,
            "region.trigger_slots": TRIGGER_SLOTS, "const.slot_active": SLOT_ACTIVE,
+           "const.slot_ended": SLOT_ENDED, "const.slot_free": SLOT_FREE,
            "const.policy_wait": POLICY_WAIT, "const.policy_drop": POLICY_DROP}
     out.update({f"const.detail_{mode}": code for mode, code in DETAIL_MODE_CODES.items()})
     for struct, dtype in (("header", REGION_HEADER), ("slot", SLOT_CONTROL),
@@ -172,6 +177,7 @@ class RingReader:
         self._triggers = buf[TRIGGERS_OFFSET:TRIGGERS_OFFSET
                              + TRIGGER_SLOTS * TRIGGER_ENTRY.itemsize].view(TRIGGER_ENTRY)
         self._trigger_tail = 0
+        self.on_free: Callable[[int], None] | None = None  # the RPC mirror tells the agent
 
     def header(self, name: str) -> int:
         """A RegionHeader field, by name."""
@@ -199,8 +205,21 @@ class RingReader:
     def overflow_events(self) -> int:
         return self.header("overflow_events")
 
-    def active(self, slot: int) -> bool:
-        return self.slot(slot, "state") == SLOT_ACTIVE
+    def state(self, slot: int) -> int:
+        return self.slot(slot, "state")
+
+    def generation(self, slot: int) -> int:
+        """Bumped by each thread that claims the slot: a new value is a new thread."""
+        return self.slot(slot, "generation")
+
+    def free_slot(self, slot: int) -> None:
+        """Give an ended thread's drained slot back for a later thread (ada_claim_slot)."""
+        self._slot64[slot, _SLOT_WORDS["tail"][1]] = 0
+        self._slot64[slot, _SLOT_WORDS["detail_tail"][1]] = 0
+        self._slot32[slot, _SLOT_WORDS["releases"][1]] += 1
+        self._slot32[slot, _SLOT_WORDS["state"][1]] = SLOT_FREE  # last: the claimers look here
+        if self.on_free is not None:
+            self.on_free(slot)
 
     def tid(self, slot: int) -> int:
         return self.slot(slot, "tid")

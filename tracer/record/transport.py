@@ -6,8 +6,8 @@ reads it in place and `sync()` has nothing to do.
 Anywhere the host cannot map the target's memory (USB, -H, a remote frida-server, or
 --transport rpc): the agent keeps the same region in its own memory, and RpcMirror keeps a local
 copy of it. Each `sync()` is one `pull` RPC: it hands the agent the tails the drain has consumed
-(the back-pressure producers wait on) and copies back the header, the slot controls and the new
-ring bytes, placed where they sit in the region. The drain then reads the mirror exactly as it
+(the back-pressure producers wait on) and the slots it freed, and copies back the header, the
+slot controls and the new ring bytes, placed where they sit in the region. The drain then reads the mirror exactly as it
 reads a local mapping, so the files cannot depend on the transport.
 """
 
@@ -63,8 +63,10 @@ class RpcMirror:
         # np.zeros maps pages lazily: only the parts of rings actually used take memory.
         self.buf = np.zeros(geometry.size, dtype=np.uint8)
         self.reader = RingReader(self.buf, geometry)
+        self.reader.on_free = self._freed_slot
         self.budget = max(budget, geometry.detail_capacity + (1 << 20))
         self._pushed: dict[int, tuple[int, int]] = {}
+        self._freed: list[int] = []  # slots the drain freed, for the agent to free in turn
         self.bytes = 0
         self.pulls = 0
         self.started = time.monotonic()
@@ -76,6 +78,10 @@ class RpcMirror:
         """The agent's last buffer, sent as the target exits (from Frida's message thread)."""
         with self._final_lock:
             self._final.append(data)
+
+    def _freed_slot(self, slot: int) -> None:
+        self._freed.append(slot)
+        self._pushed.pop(slot, None)  # the slot's next thread starts its cursors at 0
 
     def _tails_to_push(self) -> list[int]:
         out: list[int] = []
@@ -93,8 +99,9 @@ class RpcMirror:
         received = sum(self._apply(np.frombuffer(d, dtype=np.uint8)) for d in finals)
         if finals or self.lost is not None:
             return received
+        freed, self._freed = self._freed, []
         try:
-            data = self.script.exports_sync.pull(self._tails_to_push(), self.budget)
+            data = self.script.exports_sync.pull(self._tails_to_push(), self.budget, freed)
         except FRIDA_ERRORS as e:
             self.lost = describe_frida_error(e)
             return 0
