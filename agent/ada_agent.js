@@ -1,8 +1,9 @@
 'use strict';
 /*
  * ada agent: the one-time work inside the target. It resolves the selected
- * functions, maps the ring region, compiles ada_hooks.c with CModule and
- * attaches its C callbacks with Interceptor. JavaScript never runs per call.
+ * functions (ada_selection.js, loaded before this file), as the target starts
+ * and as modules load, maps the ring region, compiles ada_hooks.c with CModule
+ * and attaches its C callbacks with Interceptor. JavaScript never runs per call.
  *
  * Written against the frida 17 API: Process.getModuleByName / findModuleByName
  * and Module instance methods, Module.getGlobalExportByName (the static
@@ -152,12 +153,6 @@ function firstLine(text) {
   return String(text).split('\n').filter(line => line.trim() !== '')[0] || String(text);
 }
 
-function globToRegExp(glob) {
-  const escaped = glob.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')
-    .replace(/\[!/g, '[^');
-  return new RegExp(`^${escaped}$`);
-}
-
 function hex64(hi, lo) {
   return '0x' + hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
 }
@@ -169,9 +164,14 @@ class AdaAgent {
     this.region = null;
     this.regionSize = 0;
     this.layout = null;      /* the region's offsets and constants by name (readLayout) */
-    this.selected = new Map();  /* address string -> {name, module, address} */
-    this.functions = [];
-    this.triggers = [];
+    this.selection = null;       /* Selection of the functions to trace (ada_selection.js) */
+    this.triggerSelection = null;
+    this.modules = new Map();    /* file -> {moduleId, ...}: module ids are stable across reloads */
+    this.seen = new Set();       /* 'path@base' of every module considered */
+    this.pending = [];           /* modules that loaded while the initial hooks went in */
+    this.live = false;           /* initial hooks in: modules that load now are hooked as they load */
+    this.hookedAddresses = new Map();  /* address string -> function id, for the hot path's table */
+    this.triggerCount = 0;
     this.hooked = false;
     this.config = null;
     this.stage = null;       /* RPC transport: staging buffer for pull() */
@@ -283,150 +283,123 @@ class AdaAgent {
   }
 
   /*
-   * Selection, in the order given (frida-trace semantics): each entry adds to
-   * or removes from the set. kind: function (-i/-x), module (-I/-X),
-   * offset (-a), symbol (-s, from the symbol table, exported or not).
+   * The selection, applied to every module present now (ada_selection.js), and
+   * from now on to each module that loads (Process.attachModuleObserver). The
+   * functions found here are hooked by hook(); later ones as their module loads.
    */
-  resolve(selection) {
-    this.selected = this._select(selection);
-    return { functions: this._assignIds() };
-  }
-
-  /* --trigger patterns use the same spelling; their calls go to ada_on_trigger. */
-  resolveTriggers(selection) {
-    const found = [...this._select(selection).values()];
-    this.triggers = found.map((f, i) => ({
-      triggerId: hex64(0xffffffff, i), name: f.name, module: f.module.name, address: f.address.toString(),
-    }));
-    return this.triggers;
-  }
-
-  _select(selection) {
-    const selected = new Map();
-    const add = (module, name, address) => {
-      const key = address.toString();
-      if (!selected.has(key))
-        selected.set(key, { name, module, address });
-    };
-    const modules = Process.enumerateModules();
-    const matchModules = glob => {
-      if (glob === null)
-        return modules;
-      const re = globToRegExp(glob);
-      return modules.filter(m => re.test(m.name) || re.test(m.path));
-    };
-    for (const item of selection) {
-      if (item.kind === 'objc') {
-        this._selectObjC(item, selected, add);
-        continue;
-      }
-      const nameRe = item.pattern !== null ? globToRegExp(item.pattern) : null;
-      if (item.op === 'exclude') {
-        const mods = new Set(matchModules(item.module).map(m => m.path));
-        for (const [key, f] of selected) {
-          if (mods.has(f.module.path) && (item.kind === 'module' || nameRe.test(f.name)))
-            selected.delete(key);
-        }
-        continue;
-      }
-      for (const m of matchModules(item.module)) {
-        if (item.kind === 'offset') {
-          add(m, `${m.name}+0x${item.offset.toString(16)}`, m.base.add(item.offset));
-        } else if (item.kind === 'symbol') {
-          for (const s of m.enumerateSymbols())
-            if (s.type === 'function' && !s.address.isNull() && nameRe.test(s.name))
-              add(m, s.name, s.address);
-        } else {
-          for (const e of m.enumerateExports())
-            if (e.type === 'function' && (item.kind === 'module' || nameRe.test(e.name)))
-              add(m, e.name, e.address);
-        }
-      }
-    }
-    return selected;
-  }
-
-  /* -m/-M: Objective-C methods through Frida's objc resolver (iOS and macOS targets). */
-  _selectObjC(item, selected, add) {
-    let resolver;
-    try {
-      resolver = new ApiResolver('objc');
-    } catch (e) {
-      throw new Error(`${item.op === 'include' ? '-m' : '-M'} needs an Objective-C runtime ` +
-                      '(an iOS or macOS target)');
-    }
-    for (const match of resolver.enumerateMatches(item.pattern)) {
-      if (item.op === 'exclude') {
-        selected.delete(match.address.toString());
-        continue;
-      }
-      const module = Process.findModuleByAddress(match.address);
-      if (module !== null)
-        add(module, match.name, match.address);
-    }
-  }
-
-  /* function_id = module_id << 32 | symbol_index: main module 0, others by path; by address within. */
-  _assignIds() {
-    const main = Process.mainModule.path;
-    const byModule = new Map();
-    for (const f of this.selected.values()) {
-      if (!byModule.has(f.module.path))
-        byModule.set(f.module.path, { module: f.module, list: [] });
-      byModule.get(f.module.path).list.push(f);
-    }
-    const others = [...byModule.keys()].filter(p => p !== main).sort();
-    const order = (byModule.has(main) ? [main] : []).concat(others);
-    this.functions = [];
-    order.forEach((path, i) => {
-      const moduleId = path === main ? 0 : (byModule.has(main) ? i : i + 1);
-      const { module, list } = byModule.get(path);
-      list.sort((a, b) => a.address.compare(b.address));
-      list.forEach((f, index) => {
-        this.functions.push({
-          functionId: hex64(moduleId, index), moduleId, symbolIndex: index, name: f.name,
-          address: f.address.toString(), module: module.name, modulePath: module.path,
-          moduleBase: module.base.toString(), moduleSize: module.size,
-        });
-      });
+  resolve(selection, triggers) {
+    this.selection = new Selection(selection);
+    this.triggerSelection = new Selection(triggers);
+    this.observer = Process.attachModuleObserver({
+      onAdded: module => this._moduleAdded(module),
+      onRemoved: module => this._moduleRemoved(module),
     });
-    return this.functions;
+    const now = this._clockNs();
+    const found = [];
+    for (const module of Process.enumerateModules()) {
+      this.seen.add(`${module.path}@${module.base}`);
+      const names = moduleNames(module);
+      found.push({ module, names, functions: this.selection.functionsIn(module, names.names),
+                   triggers: this.triggerSelection.functionsIn(module, names.names) });
+    }
+    /* Module ids: the main executable 0, then the others with functions, by path. */
+    const main = Process.mainModule.path;
+    found.sort((a, b) => (a.module.path === main ? -1 : b.module.path === main ? 1 :
+                          a.module.path < b.module.path ? -1 : a.module.path > b.module.path ? 1 : 0));
+    const loaded = found.map(f => f.names.names);
+    const functions = [];
+    const triggerList = [];
+    for (const f of found) {
+      functions.push(...this._adopt(f.module, f.names, f.functions, now));
+      triggerList.push(...this._adoptTriggers(f.module, f.triggers));
+    }
+    this.initial = { functions, triggers: triggerList };
+    return {
+      functions, triggers: triggerList, hits: this.selection.hits,
+      waiting: this.selection.waitingFor(loaded), anyModule: this.selection.anyModule,
+      triggersWaiting: this.triggerSelection.waitingFor(loaded),
+      triggersAnyModule: this.triggerSelection.anyModule,
+    };
   }
 
-  /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_hooks.c: same hash). */
-  _functionTable() {
+  /* Ids for a module's selected functions: function_id = module_id << 32 | symbol_index. */
+  _adopt(module, names, selected, now) {
+    if (selected.size === 0)
+      return [];
+    let entry = this.modules.get(names.file);
+    if (entry === undefined) {
+      const moduleId = module.path === Process.mainModule.path ? 0
+        : [...this.modules.values()].filter(m => m.moduleId !== 0).length + 1;
+      entry = { moduleId, file: names.file };
+      this.modules.set(names.file, entry);
+    }
+    const list = [...selected.values()].sort((a, b) => a.address.compare(b.address));
+    return list.map((f, index) => ({
+      functionId: hex64(entry.moduleId, index), moduleId: entry.moduleId, symbolIndex: index,
+      name: f.name, address: f.address.toString(), module: module.name, modulePath: module.path,
+      moduleFile: names.file, moduleNames: names.names, moduleBase: module.base.toString(),
+      moduleSize: module.size, addedNs: now,
+    }));
+  }
+
+  /* --trigger functions: their calls go to ada_on_trigger, under ids of their own. */
+  _adoptTriggers(module, selected) {
+    return [...selected.values()].map(f => ({
+      triggerId: hex64(0xffffffff, this.triggerCount++), name: f.name, module: module.name,
+      address: f.address.toString(),
+    }));
+  }
+
+  _clockNs() {
+    if (this.clockFn === undefined)
+      this.clockFn = new NativeFunction(this.cm.ada_clock_ns, 'uint64', []);
+    return this.clockFn().toString();
+  }
+
+  /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_hooks.c: same hash),
+   * published whole as a new table (threads may be reading the old one: it is kept). */
+  _publishTable() {
     let slots = 1024;
-    while (slots < this.functions.length * 2)
+    while (slots < this.hookedAddresses.size * 2)
       slots *= 2;
     const mask = slots - 1;
-    const table = Memory.alloc(slots * 16);
-    for (const f of this.functions) {
-      const a = ptr(f.address);
+    const TABLE_HEADER = 16;
+    const table = Memory.alloc(TABLE_HEADER + slots * 16);
+    table.writeU64(mask);
+    const base = table.add(TABLE_HEADER);
+    for (const [address, functionId] of this.hookedAddresses) {
+      const a = ptr(address);
       let i = a.shr(4).xor(a.shr(17)).and(mask).toUInt32();
-      while (!table.add(i * 16).readPointer().isNull())
+      while (!base.add(i * 16).readPointer().isNull())
         i = (i + 1) & mask;
-      table.add(i * 16).writePointer(a);
-      table.add(i * 16 + 8).writeU64(uint64(f.functionId));
+      base.add(i * 16).writePointer(a);
+      base.add(i * 16 + 8).writeU64(uint64(functionId));
     }
     this.keepAlive.push(table);
-    new NativeFunction(this.cm.ada_set_functions, 'void', ['pointer', 'uint64'])(table, uint64(mask));
+    if (this.setFunctionsFn === undefined)
+      this.setFunctionsFn = new NativeFunction(this.cm.ada_set_functions, 'void', ['pointer']);
+    this.setFunctionsFn(table);
   }
 
-  hook() {
+  /* Hook functions and triggers; returns the ones Frida refused, in the host's words later. */
+  _attach(functions, triggers) {
     const failures = [];
-    let hooked = 0;
-    this._functionTable();
+    for (const f of functions)
+      this.hookedAddresses.set(f.address, f.functionId);
+    this._publishTable();
     const callbacks = { onEnter: this.cm.ada_on_enter, onLeave: this.cm.ada_on_leave };
-    for (const f of this.functions) {
+    let hooked = 0;
+    for (const f of functions) {
       try {
         Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
         hooked++;
       } catch (e) {
+        this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
       }
     }
     const onTrigger = { onEnter: this.cm.ada_on_trigger };
-    for (const t of this.triggers) {
+    for (const t of triggers) {
       try {
         Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId));
       } catch (e) {
@@ -435,8 +408,51 @@ class AdaAgent {
       }
     }
     Interceptor.flush();
-    this.hooked = true;
     return { hooked, failures };
+  }
+
+  /* The functions resolve() found; from now on modules are hooked as they load. */
+  hook() {
+    const result = this._attach(this.initial.functions, this.initial.triggers);
+    this.initial = null;
+    this.hooked = true;
+    this.live = true;
+    const pending = this.pending;
+    this.pending = [];
+    for (const module of pending)
+      this._moduleAdded(module);
+    return result;
+  }
+
+  /* A module loaded (or, before hook(), one the initial pass may not have seen). */
+  _moduleAdded(module) {
+    const key = `${module.path}@${module.base}`;
+    if (this.seen.has(key))
+      return;
+    if (!this.live) {
+      this.pending.push(module);
+      return;
+    }
+    this.seen.add(key);
+    const names = moduleNames(module);
+    const functions = this._adopt(module, names, this.selection.functionsIn(module, names.names),
+                                  this._clockNs());
+    const triggers = this._adoptTriggers(module,
+                                         this.triggerSelection.functionsIn(module, names.names));
+    if (functions.length === 0 && triggers.length === 0)
+      return;
+    const { hooked, failures } = this._attach(functions, triggers);
+    send({ type: 'ada:module-loaded', module: module.name, functions, triggers, hooked, failures,
+           hits: this.selection.hits });
+  }
+
+  /* Frida keeps a module it has hooks in loaded; this is for the record. */
+  _moduleRemoved(module) {
+    const key = `${module.path}@${module.base}`;
+    if (!this.seen.delete(key))
+      return;
+    send({ type: 'ada:module-unloaded', path: module.path, base: module.base.toString(),
+           removedNs: this._clockNs() });
   }
 
   /*
@@ -581,6 +597,10 @@ class AdaAgent {
       clearInterval(this.clockTimer);
       this.clockTimer = null;
     }
+    if (this.observer !== undefined) {
+      this.observer.detach();
+      this.observer = undefined;
+    }
     if (this.hooked) {
       Interceptor.detachAll();
       Interceptor.flush();
@@ -600,8 +620,7 @@ const agent = new AdaAgent();
 
 rpc.exports = {
   init: config => agent.init(config),
-  resolve: selection => agent.resolve(selection),
-  resolveTriggers: selection => agent.resolveTriggers(selection),
+  resolve: (selection, triggers) => agent.resolve(selection, triggers),
   hook: () => agent.hook(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stop(),

@@ -194,6 +194,15 @@ typedef struct
   guint64 function_id;
 } FunctionSlot;
 
+/* Hooked address -> function_id, open addressing. Modules that load later get a new table,
+ * published whole through one pointer: a reader sees the old table or the new one. */
+typedef struct
+{
+  guint64 mask;               /* slots - 1 */
+  guint64 reserved;
+  FunctionSlot slots[];
+} FunctionTable;
+
 typedef struct
 {
   gsize tls_key;
@@ -213,8 +222,7 @@ typedef struct
   guint32 pid;
   guint32 reserved;
   TriggerEntry * triggers;
-  FunctionSlot * functions;   /* open addressing: hooked address -> function_id */
-  guint64 functions_mask;
+  FunctionTable * functions;  /* see ada_set_functions */
 } AdaState;
 
 extern AdaState ada_state;
@@ -430,12 +438,19 @@ ada_init (guint32 pid)
   h->magic = ADA_REGION_MAGIC;  /* last: the header is complete */
 }
 
-/* The agent's table of hooked functions (see ADA_FUNCTION_ID); mask = slots - 1. */
+/* The agent's table of hooked functions (see ADA_FUNCTION_ID), complete before it is
+ * published; the old one stays allocated (a thread may still be reading it). */
 void
-ada_set_functions (FunctionSlot * table, guint64 mask)
+ada_set_functions (FunctionTable * table)
 {
-  ada_state.functions = table;
-  ada_state.functions_mask = mask;
+  ADA_STORE_RELEASE ((volatile guint64 *) &ada_state.functions, (guint64) (gsize) table);
+}
+
+/* The recording clock, for the agent to stamp when modules load (ns, as events once drained). */
+guint64
+ada_clock_ns (void)
+{
+  return ada_now ();
 }
 
 /* RPC transport: the host is alive (written on each pull, as the local drain does). */
@@ -730,16 +745,16 @@ ada_fini (void)
       t = ada_register_thread (); \
   } while (0)
 
-#define ADA_FUNCTION_SLOT(address) ((((address) >> 4) ^ ((address) >> 17)) & ada_state.functions_mask)
-
-/* function_id of the hooked function: the table, else (never expected) Frida's data. */
+/* function_id of the hooked function: the table, else Frida's data (a function hooked
+ * before its table was published). */
 #define ADA_FUNCTION_ID(ic, fid) \
   do { \
+    const FunctionTable * ft_ = ada_state.functions; \
     guint64 a_ = (guint64) (gsize) (ic)->function; \
-    guint64 i_ = ADA_FUNCTION_SLOT (a_); \
-    while (ada_state.functions[i_].address != a_ && ada_state.functions[i_].address != 0) \
-      i_ = (i_ + 1) & ada_state.functions_mask; \
-    fid = ada_state.functions[i_].address == a_ ? ada_state.functions[i_].function_id \
+    guint64 i_ = ((a_ >> 4) ^ (a_ >> 17)) & ft_->mask; \
+    while (ft_->slots[i_].address != a_ && ft_->slots[i_].address != 0) \
+      i_ = (i_ + 1) & ft_->mask; \
+    fid = ft_->slots[i_].address == a_ ? ft_->slots[i_].function_id \
         : (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize); \
   } while (0)
 

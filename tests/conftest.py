@@ -28,3 +28,23 @@ def target_bin(tmp_path_factory):
         return built[name]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def plugin(tmp_path_factory):
+    """tests/targets/plugin.c as libplug.so.1.2.3 (soname libplug.so.1) with the symlinks
+    libplug.so.1 and libplug.so, plugin_host (dlopens it) and plugin_linked (DT_NEEDED)."""
+    out = tmp_path_factory.mktemp("plugin")
+    real = out / "libplug.so.1.2.3"
+    subprocess.run(["gcc", "-O1", "-g", "-shared", "-fPIC", "-Wl,-soname,libplug.so.1", "-o",
+                    str(real), str(TESTS / "targets" / "plugin.c")], check=True)
+    (out / "libplug.so.1").symlink_to(real.name)
+    (out / "libplug.so").symlink_to("libplug.so.1")
+    host = out / "plugin_host"
+    subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-o", str(host),
+                    str(TESTS / "targets" / "plugin_host.c"), "-ldl"], check=True)
+    linked = out / "plugin_linked"
+    subprocess.run(["gcc", "-O1", "-g", "-o", str(linked),
+                    str(TESTS / "targets" / "plugin_linked.c"), f"-L{out}", "-lplug",
+                    f"-Wl,-rpath,{out}"], check=True)
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import time
@@ -125,3 +126,13 @@ def o_direct_works(directory: Path) -> bool:
         block.close()
         os.close(fd)
         probe.unlink()
+
+
+def read_line(proc: subprocess.Popen, timeout: float = 10.0) -> str:
+    """One line of a child's stdout, or fail after `timeout` (never hangs the suite)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            return proc.stdout.readline()
+    raise AssertionError("no output from the target")

@@ -422,11 +422,13 @@ def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):
 
 FUNCTIONS = [  # as the agent's resolve() reports them
     {"functionId": "0x0000000000000000", "moduleId": 0, "symbolIndex": 0, "name": "main",
-     "address": "0x1000", "module": "demo", "modulePath": "/bin/demo", "moduleBase": "0x1000",
-     "moduleSize": 4096},
+     "address": "0x1000", "module": "demo", "modulePath": "/bin/demo", "moduleFile": "/bin/demo",
+     "moduleNames": ["demo", "/bin/demo"], "moduleBase": "0x1000", "moduleSize": 4096,
+     "addedNs": "500"},
     {"functionId": "0x0000000100000000", "moduleId": 1, "symbolIndex": 0, "name": "open",
      "address": "0x7f0010", "module": "libc.so.6", "modulePath": "/lib/libc.so.6",
-     "moduleBase": "0x7f0000", "moduleSize": 65536},
+     "moduleFile": "/lib/libc.so.6", "moduleNames": ["libc.so.6", "/lib/libc.so.6"],
+     "moduleBase": "0x7f0000", "moduleSize": 65536, "addedNs": "700"},
 ]
 
 
@@ -437,8 +439,9 @@ def facts(options, **changes):
                 agent={"platform": "linux", "mainModule": {"name": "demo", "path": "/bin/demo"},
                        "toolchain": "external", "toolchainFallback": None},
                 arch=F.ARCH_X86_64, os_id=F.OS_LINUX, clock_type=F.CLOCK_BOOTTIME,
-                transport="shm", frida_version="17.0.0", functions=FUNCTIONS, hook_failures=[],
-                started_at=start, ended_at=start + dt.timedelta(seconds=2.5), clean=True,
+                transport="shm", frida_version="17.0.0",
+                hooked={"functions": FUNCTIONS, "failures": [], "unloaded": []},
+                never_matched=[], started_at=start, ended_at=start + dt.timedelta(seconds=2.5), clean=True,
                 end_reason="target-exited")
     base.update(changes)
     return RecordingFacts(**base)
@@ -469,9 +472,11 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
                                                     (1, 602, 6, 0, False, 2)]
     assert m["drops"] == {"policy": "wait", "index": 2, "waits": 0, "wait_ms": 0.0,
                           "overflow_threads": 0, "overflow_events": 0, "max_threads": 1024}
-    assert [(x["module_id"], x["name"]) for x in m["modules"]] == [(0, "demo"), (1, "libc.so.6")]
-    assert [(x["function_id"], x["name"]) for x in m["symbols"]] == [
-        ("0x0000000000000000", "main"), ("0x0000000100000000", "open")]
+    assert [(x["module_id"], x["name"], x["added_ns"]) for x in m["modules"]] == [
+        (0, "demo", 500), (1, "libc.so.6", 700)]
+    assert [(x["function_id"], x["name"], x["added_ns"]) for x in m["symbols"]] == [
+        ("0x0000000000000000", "main", 500), ("0x0000000100000000", "open", 700)]
+    assert m["never_matched"] == [] and m["hook_failures"] == []
     assert m["detail"] == {"mode": "always", "stack_bytes": 128, "ring_bytes": 4 << 20,
                            "io": "auto", "captured_bytes": 4 * RECORD, "dropped": 0,
                            "unlinked_at_end": 0}

@@ -13,8 +13,8 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
-                     session_path, trace_session as trace, wait_for_index_events)
+from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, read_line,
+                     run_ada, session_path, trace_session as trace, wait_for_index_events)
 
 
 
@@ -111,17 +111,6 @@ def test_tracing_clock_gettime_itself(tmp_path, target_bin):
     assert np.count_nonzero(ev["event_kind"] == F.EVENT_CALL) == n
     assert np.count_nonzero(ev["event_kind"] == F.EVENT_RETURN) == n
     assert_verify_clean(s.path)
-
-
-def read_line(proc, timeout=10.0):
-    """One line of a child's stdout, or fail after `timeout` (never hangs the suite)."""
-    import select
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            return proc.stdout.readline()
-    raise AssertionError("no output from the target")
 
 
 def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):

@@ -171,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         print(result.path, flush=True)
         raise CliError(f"recording ended early ({result.end_reason}); what was recorded is "
                        f"finalized in {result.path}")
+    if result.functions == 0:
+        print(result.path, flush=True)
+        raise CliError("no function matched the selection while the target ran; nothing was "
+                       "traced")
     print(result.path, flush=True)
     return 0
 

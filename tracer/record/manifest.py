@@ -32,8 +32,8 @@ class RecordingFacts:
     clock_type: int
     transport: str  # "shm" or "rpc"
     frida_version: str
-    functions: list[dict[str, Any]]  # resolved and hooked, as the agent reported them
-    hook_failures: list[dict[str, Any]]
+    hooked: dict[str, Any]  # HookedFunctions.snapshot(): functions, failures, unloaded modules
+    never_matched: list[str]  # selection items (as typed) that matched no function
     started_at: _dt.datetime
     ended_at: _dt.datetime
     clean: bool
@@ -70,8 +70,9 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "drops": {"policy": o.on_full, "index": drain["index_drops"], "waits": drain["waits"],
                   "wait_ms": drain["wait_ms"], "overflow_threads": drain["overflow_threads"],
                   "overflow_events": drain["overflow_events"], "max_threads": o.max_threads},
-        **modules_and_symbols(facts.functions),
-        "hook_failures": facts.hook_failures,
+        **modules_and_symbols(facts.hooked["functions"], facts.hooked["unloaded"]),
+        "hook_failures": facts.hooked["failures"],
+        "never_matched": facts.never_matched,
         "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
                     "max_threads": o.max_threads, "ring_events": o.ring_events,
                     "triggers": o.triggers, "trigger_at_ms": o.trigger_at_ms,
@@ -83,18 +84,25 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
     }
 
 
-def modules_and_symbols(functions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """`modules` (module_id 0 = the main executable) and `symbols` (function_id as "0x%016x")."""
+def modules_and_symbols(functions: list[dict[str, Any]],
+                        unloaded: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """`modules` (module_id 0 = the main executable) and `symbols` (function_id "0x%016x"),
+    each with when it was hooked (added_ns) and, for a module, its names and when it went."""
+    gone = {(u["path"], u["base"]): u["removed_ns"] for u in unloaded}
     modules: dict[int, dict[str, Any]] = {}
-    symbols = []
+    symbols: dict[tuple[str, str], dict[str, Any]] = {}
     for f in functions:
+        added = int(f["addedNs"])
         modules.setdefault(f["moduleId"], {
             "module_id": f["moduleId"], "name": f["module"], "path": f["modulePath"],
-            "base": f["moduleBase"], "size": f["moduleSize"]})
-        symbols.append({"function_id": f["functionId"], "module_id": f["moduleId"],
-                        "symbol_index": f["symbolIndex"], "name": f["name"],
-                        "address": f["address"]})
-    return {"modules": [modules[k] for k in sorted(modules)], "symbols": symbols}
+            "file": f["moduleFile"], "names": f["moduleNames"], "base": f["moduleBase"],
+            "size": f["moduleSize"], "added_ns": added,
+            "removed_ns": gone.get((f["modulePath"], f["moduleBase"]))})
+        symbols.setdefault((f["functionId"], f["address"]), {
+            "function_id": f["functionId"], "module_id": f["moduleId"],
+            "symbol_index": f["symbolIndex"], "name": f["name"], "address": f["address"],
+            "added_ns": added})
+    return {"modules": [modules[k] for k in sorted(modules)], "symbols": list(symbols.values())}
 
 
 def detail_settings(o: TraceOptions, drain: dict[str, Any], sink: dict[str, Any]) -> dict[str, Any]:

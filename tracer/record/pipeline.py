@@ -32,11 +32,15 @@ from .transport import PULL_FORMAT, RpcMirror
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
 
 
+AGENT_SCRIPTS = ("ada_selection.js", "ada_agent.js")  # one script, in this order
+
+
 def agent_sources() -> tuple[str, str]:
-    """The agent's JavaScript and the C hot path it compiles (agent/)."""
+    """The agent's JavaScript (its files joined into one script) and the C hot path it
+    compiles (agent/)."""
     pkg = resources.files("ada.agent")
-    return (pkg.joinpath("ada_agent.js").read_text(encoding="utf-8"),
-            pkg.joinpath("ada_hooks.c").read_text(encoding="utf-8"))
+    js = "\n".join(pkg.joinpath(name).read_text(encoding="utf-8") for name in AGENT_SCRIPTS)
+    return js, pkg.joinpath("ada_hooks.c").read_text(encoding="utf-8")
 
 
 class Pipeline:

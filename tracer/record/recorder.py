@@ -24,8 +24,8 @@ from ada.atf import format as F
 
 from ..errors import TracerError
 from .devices import find_app_pid, program_path
-from .frida_errors import (FRIDA_ERRORS, describe_frida_error, describe_hook_failure,
-                           explain_attach_error)
+from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
+from .hooked import HookedFunctions
 from .manifest import RecordingFacts, build_manifest
 from .options import Target, TraceOptions
 from .pipeline import Pipeline, agent_sources
@@ -53,6 +53,7 @@ class RecordingResult:
     end_reason: str
     clean: bool
     events: int
+    functions: int  # matched over the whole recording (0: the selection never matched)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -78,9 +79,7 @@ class Recorder:
         self.script: frida.core.Script | None = None
         self.pipeline: Pipeline | None = None
         self.agent_info: dict[str, Any] = {}
-        self.functions: list[dict[str, Any]] = []
-        self.trigger_functions: dict[int, dict[str, Any]] = {}
-        self.hook_failures: list[dict[str, Any]] = []
+        self.hooked = HookedFunctions(options.selection, options.triggers, warn)
         self.transport = resolve_transport(options.transport, device)
         self.record_start_ns = 0
         self.started_at = _dt.datetime.now()
@@ -115,6 +114,14 @@ class Recorder:
                 self.warn(str(payload.get("message")))
             elif kind == "ada:final" and data is not None and mirror is not None:
                 mirror.queue_final(data)
+            elif kind == "ada:module-loaded":
+                self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
+                                payload["hits"])
+                self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
+                          + (f" and {len(payload['triggers'])} trigger(s)"
+                             if payload["triggers"] else ""))
+            elif kind == "ada:module-unloaded":
+                self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
 
     # --- the recording ------------------------------------------------------------
 
@@ -172,40 +179,44 @@ class Recorder:
                       f"{info['toolchainFallback']}")
 
     def _hook(self) -> None:
-        """Resolve the selection (and the triggers) in the target and hook what matched."""
+        """Apply the selection (and the triggers) in the target and hook what matched; modules
+        that load later are hooked as they load (reported in _on_message)."""
         assert self.script is not None
-        o = self.options
         api = self.script.exports_sync
-        self.functions = api.resolve(o.selection)["functions"]
-        if not self.functions:
-            raise TracerError(f"no function matched the selection "
-                              f"({describe_selection(o.selection)})")
-        self.info(f"{len(self.functions)} function(s) matched")
-        if o.triggers:
-            found = api.resolve_triggers(o.triggers)
-            if not found:
-                raise TracerError(f"no function matched --trigger "
-                                  f"({describe_selection(o.triggers)})")
-            self.trigger_functions = {int(t["triggerId"], 16): t for t in found}
-            self.info(f"{len(found)} trigger function(s) matched")
+        found = api.resolve(self.options.selection, self.options.triggers)
+        self._check_matches(found)
         hooked = api.hook()
-        self.hook_failures = hooked["failures"]
-        for f in self.hook_failures:
-            f["reason"] = describe_hook_failure(f["error"])
-            use = "use as a trigger" if f.get("trigger") else "hook"
-            self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
-                      f"{f['reason']}; the other functions are traced")
-        if hooked["hooked"] == 0:
+        self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"])
+        if found["functions"] and hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
-        refused = sum(1 for f in self.hook_failures if not f.get("trigger"))
+        refused = sum(1 for f in hooked["failures"] if not f.get("trigger"))
         self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}"
                   + (f" ({refused} could not be, listed in the manifest)" if refused else "")
                   + f"; recording ({self.transport} transport)")
 
+    def _check_matches(self, found: dict[str, Any]) -> None:
+        """Nothing matched at start is an error only when no module loading later could match."""
+        o = self.options
+        waiting = found["waiting"]
+        if not found["functions"] and not waiting and not found["anyModule"]:
+            raise TracerError(f"no function matched the selection "
+                              f"({describe_selection(o.selection)})")
+        if o.triggers and not found["triggers"] and not found["triggersWaiting"] \
+                and not found["triggersAnyModule"]:
+            raise TracerError(f"no function matched --trigger ({describe_selection(o.triggers)})")
+        if found["functions"]:
+            self.info(f"{len(found['functions'])} function(s) matched")
+        if o.triggers and found["triggers"]:
+            self.info(f"{len(found['triggers'])} trigger function(s) matched")
+        if waiting:
+            self.info(f"waiting for {', '.join(waiting)} to load")
+        elif not found["functions"]:
+            self.info("no function matched yet: waiting for modules that load later")
+
     def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.pipeline is not None and self.pipeline.flight is not None
-        fn = self.trigger_functions.get(trigger_id, {})
-        self.pipeline.flight.trigger(timestamp_ns, "function", tid=tid, function=fn.get("name"))
+        self.pipeline.flight.trigger(timestamp_ns, "function", tid=tid,
+                                     function=self.hooked.trigger_name(trigger_id))
 
     def trigger_now(self, kind: str) -> None:
         """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
@@ -272,6 +283,9 @@ class Recorder:
                 self.script.exports_sync.stop()
             except FRIDA_ERRORS as e:
                 warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
+        never = self.hooked.never_matched()
+        if never:
+            warnings.append(f"never matched: {'; '.join(never)}")
         pipeline.finish()
         error = drain.error
         if error is not None:
@@ -295,7 +309,8 @@ class Recorder:
             pipeline.mirror.summary() if pipeline.mirror else None))
         self._detach()
         pipeline.close()
-        return RecordingResult(writer.path, self.stop_reason, clean, drain.stats.events, warnings)
+        return RecordingResult(writer.path, self.stop_reason, clean, drain.stats.events,
+                               len(self.hooked.functions), warnings)
 
     def _facts(self, ended_at: _dt.datetime, clean: bool) -> RecordingFacts:
         writer = self.pipeline.writer if self.pipeline else None
@@ -305,9 +320,9 @@ class Recorder:
             device={"id": self.device.id, "name": self.device.name, "type": self.device.type},
             agent=self.agent_info, arch=writer.arch, os_id=writer.os_id,
             clock_type=writer.clock_type, transport=self.transport,
-            frida_version=frida.__version__, functions=self.functions,
-            hook_failures=self.hook_failures, started_at=self.started_at, ended_at=ended_at,
-            clean=clean, end_reason=self.stop_reason, crash=self.crash)
+            frida_version=frida.__version__, hooked=self.hooked.snapshot(),
+            never_matched=self.hooked.never_matched(), started_at=self.started_at,
+            ended_at=ended_at, clean=clean, end_reason=self.stop_reason, crash=self.crash)
 
     def _detach(self) -> None:
         try:

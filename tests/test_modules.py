@@ -1,0 +1,101 @@
+"""The selection as a rule: modules that load after ada attached, matched by any of their
+names, and what never matched. Real programs: plugin_host dlopens libplug.so.1.2.3 (soname
+libplug.so.1, reached through the symlinks libplug.so and libplug.so.1) after a delay."""
+
+import subprocess
+
+import pytest
+
+import ada.atf as atf
+from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, read_line,
+                     run_ada, session_path, trace_session as trace)
+
+N = 37  # plug_work calls a round
+
+
+def plug_events(s):
+    events = function_events(s, "plug_work")
+    assert list(events) == [0], events
+    return events[0]
+
+
+@pytest.mark.parametrize("pattern", ["libplug.so.1.2.3", "libplug.so.1", "libplug.so",
+                                     "*/libplug.so.1.2.3", "libplug*"],
+                         ids=["file", "soname", "dlopen-symlink", "path-glob", "glob"])
+def test_a_library_loaded_later_is_hooked_as_it_loads(tmp_path, plugin, pattern):
+    s, out = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 300,
+                   "-i", f"{pattern}!plug_work", quiet=False)
+    assert f"waiting for {pattern} to load" in out.stderr, out.stderr
+    assert "loaded: hooked 1 function(s)" in out.stderr, out.stderr
+    ev = plug_events(s)
+    assert len(ev) == 2 * N
+    assert_balanced(ev)
+    (module,) = s.manifest["modules"]
+    assert module["file"] == str(plugin / "libplug.so.1.2.3")
+    assert {"libplug.so.1.2.3", "libplug.so.1", "libplug.so"} <= set(module["names"])
+    first_call = int(ev["timestamp_ns"][0])
+    assert 0 <= first_call - module["added_ns"] < 200_000_000  # hooked as it loaded, just before
+    assert s.manifest["never_matched"] == []
+    assert_verify_clean(s.path)
+
+
+def test_soname_of_a_library_linked_at_start(tmp_path, plugin):
+    """DT_NEEDED libplug.so.1, a symlink: Frida names the module by its file, ada by both."""
+    s, _ = trace(tmp_path, "-f", plugin / "plugin_linked", N, "-I", "libplug.so.1")
+    assert len(plug_events(s)) == 2 * N
+
+
+def test_functions_from_start_and_from_a_later_module_in_one_session(tmp_path, plugin):
+    s, _ = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200, 2,
+                 "-i", "plugin_host!host_work", "-i", "libplug.so.1!plug_work")
+    assert [m["module_id"] for m in s.manifest["modules"]] == [0, 1]
+    assert len(function_events(s, "host_work")[0]) == 2 * 2
+    # Loaded, unloaded and loaded again: Frida keeps a library it hooked loaded, and every
+    # call of both rounds is recorded, under the same function_id.
+    assert len(plug_events(s)) == 2 * 2 * N
+    assert_verify_clean(s.path)
+
+
+def test_attach_then_load(tmp_path, plugin):
+    gate = tmp_path / "gate"
+    target = subprocess.Popen([str(a) for a in (plugin / "plugin_host", plugin / "libplug.so", N,
+                                                0, 1, gate)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(target).strip() == "waiting"
+        ada = subprocess.Popen(ada_command("trace", "-o", tmp_path / "traces", "-p", target.pid,
+                                           "-i", "libplug.so!plug_work"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in ada.stderr:
+            if "recording" in line:
+                break
+        gate.touch()
+        assert read_line(target, 30).strip() == "done"
+        target.wait(timeout=30)
+        stdout, stderr = ada.communicate(timeout=60)
+    finally:
+        if target.poll() is None:
+            target.kill()
+    assert ada.returncode == 0, stderr
+    s = atf.open_session(stdout.strip().splitlines()[-1])
+    assert len(plug_events(s)) == 2 * N
+
+
+def test_what_never_matched_is_said_and_nothing_traced_is_an_error(tmp_path, plugin):
+    out = run_ada("trace", "-o", tmp_path / "traces", "-f", plugin / "plugin_host",
+                  plugin / "libplug.so", 3, 50, "-i", "libnothere.so!f")
+    assert out.returncode == 1
+    assert "waiting for libnothere.so to load" in out.stderr
+    assert "never matched: -i libnothere.so!f" in out.stderr
+    assert "no function matched the selection while the target ran" in out.stderr
+    s = atf.open_session(session_path(out))  # the session still says what happened
+    assert s.manifest["never_matched"] == ["-i libnothere.so!f"]
+
+
+def test_an_item_that_matched_later_is_not_reported_but_one_that_never_did_is(tmp_path,
+                                                                             plugin):
+    s, out = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 50,
+                   "-i", "libplug.so!plug_work", "-i", "libother.so!x", quiet=False)
+    assert s.manifest["never_matched"] == ["-i libother.so!x"]
+    assert "never matched: -i libother.so!x" in out.stderr
+    assert len(plug_events(s)) == 2 * N

@@ -1,0 +1,68 @@
+"""What is hooked in the target: functions and triggers found at start and as modules load.
+
+The agent applies the selection to every module present at start and to each module that
+loads later (agent/ada_selection.js); it reports each batch, and this keeps the record the
+manifest and the last words of a recording come from: every function with its id and when its
+module loaded, the trigger functions, what Frida refused to hook (in ada's words), modules
+that went away, and which selection items never matched anything.
+
+Frida-free. Batches arrive on Frida's message thread while the drain and the status line run
+on others: everything here is appended under one lock, and read as copies.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .frida_errors import describe_hook_failure
+from .selection import describe_selection
+
+
+class HookedFunctions:
+    def __init__(self, selection: list[dict[str, Any]], triggers: list[dict[str, Any]],
+                 warn: Callable[[str], None]) -> None:
+        self.selection = selection
+        self.trigger_selection = triggers
+        self.warn = warn
+        self._lock = threading.Lock()
+        self.functions: list[dict[str, Any]] = []
+        self.triggers: dict[int, dict[str, Any]] = {}  # trigger id -> the agent's entry
+        self.failures: list[dict[str, Any]] = []
+        self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
+        self.hits: list[int] = [0] * len(selection)  # functions each selection item added
+
+    def add(self, functions: list[dict[str, Any]], triggers: list[dict[str, Any]],
+            failures: list[dict[str, Any]], hits: list[int]) -> None:
+        """A batch the agent found (and hooked, but for `failures`)."""
+        for f in failures:
+            f["reason"] = describe_hook_failure(f["error"])
+            use = "use as a trigger" if f.get("trigger") else "hook"
+            self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
+                      f"{f['reason']}; the other functions are traced")
+        with self._lock:
+            self.functions.extend(functions)
+            self.triggers.update({int(t["triggerId"], 16): t for t in triggers})
+            self.failures.extend(failures)
+            self.hits = list(hits)
+
+    def unload(self, path: str, base: str, removed_ns: int) -> None:
+        with self._lock:
+            self.unloaded.append({"path": path, "base": base, "removed_ns": removed_ns})
+
+    def trigger_name(self, trigger_id: int) -> str | None:
+        entry = self.triggers.get(trigger_id)
+        return entry["name"] if entry else None
+
+    def never_matched(self) -> list[str]:
+        """The include items (as typed) that matched no function over the whole run."""
+        with self._lock:
+            hits = list(self.hits)
+        return [describe_selection([item]) for item, n in zip(self.selection, hits)
+                if item["op"] == "include" and n == 0]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Copies for the manifest."""
+        with self._lock:
+            return {"functions": list(self.functions), "failures": list(self.failures),
+                    "unloaded": list(self.unloaded)}
