@@ -8,7 +8,7 @@ from .errors import (AtfError, BadMagicError, CorruptFileError, ManifestError,
                      NotASessionError, SeqOutOfRangeError, TruncatedFileError,
                      UnsupportedFormatError, WriterError)
 from .reader import DetailEvent, DetailReader, IndexEvent, IndexReader, ThreadReader
-from .session import SessionReader, open_session
+from .session import SessionReader, open_session, process_dirs
 from .verify import VerifyReport, verify
 from .writer import SessionWriter, ThreadWriter
 
@@ -16,5 +16,6 @@ __all__ = [
     "AtfError", "BadMagicError", "CorruptFileError", "ManifestError", "NotASessionError",
     "SeqOutOfRangeError", "TruncatedFileError", "UnsupportedFormatError", "WriterError",
     "DetailEvent", "DetailReader", "IndexEvent", "IndexReader", "ThreadReader",
-    "SessionReader", "open_session", "VerifyReport", "verify", "SessionWriter", "ThreadWriter",
+    "SessionReader", "open_session", "process_dirs", "VerifyReport", "verify", "SessionWriter",
+    "ThreadWriter",
 ]

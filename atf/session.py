@@ -38,13 +38,23 @@ def find_session_dir(path: str | os.PathLike) -> Path:
         raise NotASessionError("not a directory (expected a session directory)", p)
     if _looks_like_session(p):
         return p
-    pids = sorted(c for c in p.iterdir() if c.is_dir() and c.name.startswith("pid_"))
-    if len(pids) == 1 and _looks_like_session(pids[0]):
+    pids = process_dirs(p)
+    if len(pids) == 1:
         return pids[0]
     if len(pids) > 1:
         names = ", ".join(c.name for c in pids)
         raise NotASessionError(f"holds several processes ({names}); give one of them", p)
     raise NotASessionError("not an ATF session (no manifest.json and no thread_* directory)", p)
+
+
+def process_dirs(path: str | os.PathLike) -> list[Path]:
+    """The process directories (pid_N, pid_N_execK) of a session_* directory, by name."""
+    p = Path(path)
+    if not p.is_dir():
+        return []
+    return sorted((c for c in p.iterdir()
+                   if c.is_dir() and c.name.startswith("pid_") and _looks_like_session(c)),
+                  key=lambda c: (len(c.name), c.name))
 
 
 def _looks_like_session(p: Path) -> bool:

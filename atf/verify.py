@@ -19,7 +19,7 @@ from . import format as F
 from .errors import AtfError
 from .reader import CLEAN, DetailReader, IndexReader
 from .session import (MANIFEST, find_session_dir, load_manifest, manifest_thread_ids,
-                      scan_thread_ids)
+                      process_dirs, scan_thread_ids)
 
 _MAX_PROBLEMS_PER_CHECK = 5
 
@@ -77,6 +77,11 @@ def verify(path: str | os.PathLike) -> VerifyReport:
         return report
     if p.is_dir() and (p / "index.atf").exists():
         _verify_thread(p, report)
+        return report
+    processes = process_dirs(p) if p.is_dir() and not (p / MANIFEST).exists() else []
+    if len(processes) > 1:  # a recording of several processes: each is a session of its own
+        for process in processes:
+            _verify_session(process, report)
         return report
     try:
         session = find_session_dir(p)
@@ -310,7 +315,7 @@ def _verify_session(session: Path, report: VerifyReport) -> None:
             for extra in sorted(set(on_disk) - set(listed)):
                 report.add(session / f"thread_{extra}", None,
                            "thread directory not listed in manifest.json")
-    if not ids and not on_disk:
+    if not ids and not on_disk and manifest is None:  # a manifest may say no thread ran
         report.add(session, None, "session has no threads")
     entries = {}
     if manifest is not None and isinstance(manifest.get("threads"), list):

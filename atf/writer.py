@@ -438,28 +438,31 @@ def _as_index_events(events: Any, path: Path) -> np.ndarray:
 
 
 class SessionWriter:
-    """Creates `<output>/session_YYYYMMDD_HHMMSS/pid_N/` and the thread writers inside it."""
+    """Creates `<output>/session_YYYYMMDD_HHMMSS/pid_N/` and the thread writers inside it.
+
+    With `session_dir`, the process directory goes into that existing session directory
+    instead (another process of the same recording: a child, or a new image after an exec),
+    named `process_dir` (default `pid_N`).
+    """
 
     def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
                  clock_type: int, started: _dt.datetime | None = None,
-                 detail_go_direct: Callable[[int], bool] | None = None) -> None:
-        started = started or _dt.datetime.now()
-        stamp = started.strftime("session_%Y%m%d_%H%M%S")
-        base = Path(output_dir)
-        for attempt in range(1000):
-            name = stamp if attempt == 0 else f"{stamp}_{attempt}"
-            candidate = base / name / f"pid_{pid}"
+                 detail_go_direct: Callable[[int], bool] | None = None,
+                 session_dir: str | os.PathLike | None = None,
+                 process_dir: str | None = None) -> None:
+        process_dir = process_dir or f"pid_{pid}"
+        if session_dir is not None:
+            candidate = Path(session_dir) / process_dir
             try:
-                candidate.mkdir(parents=True, exist_ok=False)
-                break
-            except FileExistsError:
-                continue
+                candidate.mkdir(exist_ok=False)
             except OSError as e:
-                raise WriterError(f"cannot create session directory: {e.strerror}",
+                raise WriterError(f"cannot create process directory: {e.strerror}",
                                   candidate) from e
         else:
-            raise WriterError("no free session directory name", base / stamp)
+            candidate = _new_session_dir(Path(output_dir), started or _dt.datetime.now(),
+                                         process_dir)
         self.path = candidate
+        self.session_dir = candidate.parent
         self.pid = pid
         self.arch, self.os_id, self.clock_type = arch, os_id, clock_type
         self.detail_go_direct = detail_go_direct
@@ -487,6 +490,22 @@ class SessionWriter:
                 first = first or e
         if first is not None:
             raise first
+
+
+def _new_session_dir(base: Path, started: _dt.datetime, process_dir: str) -> Path:
+    """`base/session_<started>/<process_dir>`, made new (`_1`, `_2`... when the second is taken)."""
+    stamp = started.strftime("session_%Y%m%d_%H%M%S")
+    for attempt in range(1000):
+        name = stamp if attempt == 0 else f"{stamp}_{attempt}"
+        candidate = base / name / process_dir
+        try:
+            candidate.mkdir(parents=True, exist_ok=False)
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise WriterError(f"cannot create session directory: {e.strerror}", candidate) from e
+    raise WriterError("no free session directory name", base / stamp)
 
 
 def write_json_atomic(path: Path, data: dict) -> Path:

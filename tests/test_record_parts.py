@@ -464,7 +464,8 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
     m = build_manifest(facts(options), drain.summary(), sink.summary(), None)
     assert m["process"] == {"pid": 77, "name": "demo", "path": "/bin/demo", "arch": "x86_64",
                             "os": "linux", "platform": "linux", "spawned": True,
-                            "argv": ["/bin/demo", "x"]}
+                            "argv": ["/bin/demo", "x"], "parent_pid": None, "origin": None,
+                            "children": []}
     assert m["session"]["duration_s"] == 2.5 and m["transport"] == {"kind": "shm"}
     assert m["time_range"] == [900, 1400]
     assert [(t["id"], t["tid"], t["index_events"], t["detail_events"], t["has_detail"],
@@ -499,7 +500,11 @@ def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
              "clock": {"hot_path": "os"}}
     rpc = {"pulls": 9, "bytes": 100, "mb_per_s": 0.01, "last_error": None}
     m = build_manifest(facts(options, transport="rpc", clean=False, end_reason="target-crashed",
-                             crash="SIGSEGV"), drain, sink.summary(), rpc)
+                             crash="SIGSEGV", parent_pid=70, origin="fork",
+                             children=[{"pid": 80, "origin": "fork", "followed": False}]),
+                       drain, sink.summary(), rpc)
+    assert (m["process"]["parent_pid"], m["process"]["origin"]) == (70, "fork")
+    assert m["process"]["children"] == [{"pid": 80, "origin": "fork", "followed": False}]
     assert m["triggers"] == [{"kind": "time", "timestamp_ns": T0, "at_ms": 1.0}]
     assert m["windows"] == [{"start_ns": T0 - 5_000_000, "end_ns": T0 + 2_000_000,
                              "truncated": False, "truncated_ns": 0}]

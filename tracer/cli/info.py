@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from ada.atf import format as F
 from ada.atf.reader import RECOVERED
-from ada.atf.session import SessionReader
+from ada.atf.session import SessionReader, process_dirs
 
 from .common import format_duration_ns
 
@@ -17,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="summarise a recorded session",
                        description="Summarise a session: process, clock, time range, threads, "
                        "detail, drops, trigger windows, and whether it was closed cleanly.")
-    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it; "
+                   "one of several processes lists them all)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=run)
 
@@ -62,12 +64,42 @@ def summarise(session: SessionReader) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    processes = process_dirs(args.session)
+    if len(processes) > 1:  # a session_* directory of several processes: one line each
+        listing = [process_line(SessionReader(p)) for p in processes]
+        if args.json:
+            print(json.dumps({"path": str(args.session), "processes": listing}, indent=2))
+        else:
+            print_processes(listing)
+        return 0
     summary = summarise(SessionReader(args.session))
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print_summary(summary)
     return 0
+
+
+def process_line(session: SessionReader) -> dict[str, Any]:
+    """One process of a recording, in brief (ada info on its own directory says the rest)."""
+    manifest = session.manifest or {}
+    process = manifest.get("process") or {}
+    end = manifest.get("end") or {}
+    return {"path": str(session.path), "pid": process.get("pid"),
+            "parent_pid": process.get("parent_pid"), "origin": process.get("origin"),
+            "name": process.get("name"), "threads": len(session.threads),
+            "index_events": session.event_count(),
+            "state": RECOVERED if session.recovered else "clean", "ended": end.get("reason")}
+
+
+def print_processes(listing: list[dict[str, Any]]) -> None:
+    print(f"{len(listing)} processes (ada info PROCESS_DIR for one):")
+    print(f"  {'pid':>8} {'parent':>8} {'origin':<7} {'threads':>7} {'events':>12}  "
+          f"{'ended':<14} {'files':<9} directory")
+    for p in listing:
+        print(f"  {p['pid'] or '?':>8} {p['parent_pid'] or '-':>8} {p['origin'] or 'target':<7} "
+              f"{p['threads']:>7} {p['index_events']:>12}  {p['ended'] or '?':<14} "
+              f"{p['state']:<9} {Path(p['path']).name}")
 
 
 def print_summary(s: dict[str, Any]) -> None:

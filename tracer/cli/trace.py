@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 from .common import CliError, number
 
 if TYPE_CHECKING:
-    from ..record.recorder import Progress, Recorder
+    from ..record.options import Target, TraceOptions
+    from ..record.recorder import Progress, RecordingResult
+    from ..record.recording import Recording
 
 
 positive_float = number(float, above=0)
@@ -77,6 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "toolchains): external runs the target system's gcc -O2 (faster code), "
                    "internal uses Frida's built-in TinyCC; auto tries external on the local "
                    "device and falls back to internal, internal elsewhere")
+    g.add_argument("--no-follow-children", action="store_true",
+                   help="leave the processes the target forks untraced (by default each is "
+                   "recorded into its own pid_N/ beside the target's, and a new image after "
+                   "exec into pid_N_execK/); either way a child never writes into the "
+                   "target's rings and keeps none of its hooks")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
     d = p.add_argument_group("detail lane and flight recorder")
     d.add_argument("--detail", action="store_true",
@@ -107,14 +114,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..record.devices import (check_device_arguments, open_device, setup_peer_connection,
-                                  target_from_args)
+    from ..record.devices import check_device_arguments, open_device, setup_peer_connection
+    from ..record.recording import Recording
+
+    check_device_arguments(args.parser, args)
+    target, options = _target_and_options(args)
+    status = StatusLine(enabled=not args.quiet)
+    device = open_device(args)
+    recording = Recording(device, target, options, warn=status.warn, info=status.info,
+                          on_attached=lambda session: setup_peer_connection(session, args))
+    recording.prepare()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR1:
+            recording.trigger_now("signal")
+        else:
+            recording.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
+
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    previous = {s: signal.signal(s, on_signal) for s in watched}
+    if options.detail == "window" and sys.stdin.isatty():
+        status.info("press Enter to trigger a detail window, Ctrl-C to stop")
+        threading.Thread(target=_enter_triggers, args=(recording,), daemon=True).start()
+    try:
+        result = recording.record(progress=status.update)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    status.done(recording.progress())
+    return _report(recording, result, status)
+
+
+def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]:
+    """What to record and how, from the arguments; usage errors exit 2."""
+    from ..record.devices import target_from_args
     from ..record.options import TraceOptions
-    from ..record.recorder import Recorder
 
     parser: argparse.ArgumentParser = args.parser
     target = target_from_args(parser, args)
-    check_device_arguments(parser, args)
     if not args.selection:
         parser.error("select functions to trace with -i, -I, -a or -s")
     ring_bytes = args.ring_kb * 1024
@@ -129,60 +166,46 @@ def run(args: argparse.Namespace) -> int:
                      "--pre-roll-ms/--post-roll-ms")
     if (args.triggers or args.trigger_at_ms) and not window:
         parser.error("triggers need a window: give --pre-roll-ms and/or --post-roll-ms")
-    options = TraceOptions(selection=args.selection, output=args.output,
-                           duration_s=args.duration, on_full=args.on_full,
-                           max_threads=args.max_threads, ring_events=ring_bytes // 32,
-                           detail="always" if args.detail else "window" if window else "off",
-                           stack_bytes=args.stack_bytes, detail_ring_bytes=detail_ring,
-                           pre_roll_ms=args.pre_roll_ms or 0.0,
-                           post_roll_ms=args.post_roll_ms or 0.0,
-                           pre_roll_buffer_mb=args.pre_roll_buffer_mb,
-                           triggers=args.triggers or [], trigger_at_ms=args.trigger_at_ms,
-                           transport=args.transport, clock_source=args.clock_source,
-                           toolchain=args.cmodule_toolchain, detail_io=args.detail_io)
-    status = StatusLine(enabled=not args.quiet)
-    device = open_device(args)
-    recorder = Recorder(device, target, options, warn=status.warn, info=status.info,
-                        on_attached=lambda session: setup_peer_connection(session, args))
-    recorder.prepare()
+    return target, TraceOptions(
+        selection=args.selection, output=args.output, duration_s=args.duration,
+        on_full=args.on_full, max_threads=args.max_threads, ring_events=ring_bytes // 32,
+        detail="always" if args.detail else "window" if window else "off",
+        stack_bytes=args.stack_bytes, detail_ring_bytes=detail_ring,
+        pre_roll_ms=args.pre_roll_ms or 0.0, post_roll_ms=args.post_roll_ms or 0.0,
+        pre_roll_buffer_mb=args.pre_roll_buffer_mb, triggers=args.triggers or [],
+        trigger_at_ms=args.trigger_at_ms, transport=args.transport,
+        clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
+        detail_io=args.detail_io, follow_children=not args.no_follow_children)
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGUSR1:
-            recorder.trigger_now("signal")
-        else:
-            recorder.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
 
-    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
-    previous = {s: signal.signal(s, on_signal) for s in watched}
-    if options.detail == "window" and sys.stdin.isatty():
-        status.info("press Enter to trigger a detail window, Ctrl-C to stop")
-        threading.Thread(target=_enter_triggers, args=(recorder,), daemon=True).start()
-    try:
-        result = recorder.record(progress=status.update)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    status.done(recorder.progress())
+def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:
+    """Each process's warnings and directory; the target's directory is the last line."""
+    for other in recording.results:
+        if other is not result:
+            for w in other.warnings:
+                status.warn(f"pid {other.pid}: {w}")
     for w in result.warnings:
         status.warn(w)
-    if recorder.crash:
-        status.warn(f"target crashed: {recorder.crash}")
+    for recorder in recording.recorders:
+        if recorder.crash:
+            status.warn(f"pid {recorder.pid} crashed: {recorder.crash}")
+    for other in recording.results:
+        if other is not result:
+            print(other.path, flush=True)
+    print(result.path, flush=True)
     if result.end_reason.startswith(("error", "connection-lost", "detached")):
-        print(result.path, flush=True)
         raise CliError(f"recording ended early ({result.end_reason}); what was recorded is "
                        f"finalized in {result.path}")
     if result.functions == 0:
-        print(result.path, flush=True)
         raise CliError("no function matched the selection while the target ran; nothing was "
                        "traced")
-    print(result.path, flush=True)
     return 0
 
 
-def _enter_triggers(recorder: Recorder) -> None:
+def _enter_triggers(recording: Recording) -> None:
     """Each Enter pressed at the terminal is a trigger (daemon thread; ends with ada)."""
     for _ in sys.stdin:
-        recorder.trigger_now("key")
+        recording.trigger_now("key")
 
 
 class StatusLine:
@@ -216,6 +239,8 @@ class StatusLine:
         self._last_events, self._last_t = p.events, p.elapsed_s
         line = (f"{p.elapsed_s:7.1f}s  {rate / 1e6:7.2f} M events/s  {p.events:>12,} events  "
                 f"{p.threads} thread(s)  {p.drops:,} dropped")
+        if p.processes > 1:
+            line += f"  {p.processes} processes"
         if p.detail_bytes:
             line += f"  detail {p.detail_bytes / 1e6:,.1f} MB"
         if p.windows:
@@ -251,5 +276,6 @@ class StatusLine:
         if p.wait_ns:
             extra += (f"; the target waited {p.wait_ns / 1e6:,.1f} ms in all for ada to make "
                       "room in full rings")
-        print(f"ada: recorded {p.events:,} events from {p.threads} thread(s) in "
+        processes = f" of {p.processes} processes" if p.processes > 1 else ""
+        print(f"ada: recorded {p.events:,} events from {p.threads} thread(s){processes} in "
               f"{p.elapsed_s:.1f}s, {p.drops:,} dropped{extra}", file=sys.stderr, flush=True)

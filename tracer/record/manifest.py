@@ -39,6 +39,9 @@ class RecordingFacts:
     clean: bool
     end_reason: str
     crash: str | None = None
+    parent_pid: int | None = None  # a followed child: the traced process it forked from
+    origin: str | None = None  # None for the target; "fork", "exec", ... for the others
+    children: list[dict[str, Any]] | None = None  # {"pid", "origin", "followed"} seen
 
 
 def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str, Any] | None,
@@ -57,7 +60,9 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "process": {"pid": facts.pid, "name": main.get("name"), "path": main.get("path"),
                     "arch": F.ARCH_NAMES.get(facts.arch), "os": F.OS_NAMES.get(facts.os_id),
                     "platform": facts.agent.get("platform"), "spawned": facts.spawned,
-                    "argv": facts.target.value if facts.spawned else None},
+                    "argv": facts.target.value if facts.spawned else None,
+                    "parent_pid": facts.parent_pid, "origin": facts.origin,
+                    "children": facts.children or []},
         "device": facts.device,
         "transport": {"kind": facts.transport, **(transport or {})},
         "clock_type": facts.clock_type,

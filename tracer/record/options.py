@@ -27,6 +27,17 @@ class Target:
         return f"{self.kind} {self.value}"
 
 
+@dataclass(frozen=True)
+class ProcessPlace:
+    """Where one process's recording goes, and how the process came to be traced."""
+
+    session_dir: Path | None = None  # shared with the rest of the process tree; None: a new one
+    process_dir: str | None = None  # pid_<N> by default; pid_<N>_exec<K> for a new image
+    parent_pid: int | None = None  # the traced process it forked from
+    origin: str | None = None  # None: the target itself; "fork", "vfork", "spawn" or "exec"
+    gated: bool = False  # held by Frida at its fork or exec: resumed once hooked
+
+
 @dataclass
 class TraceOptions:
     selection: list[dict[str, Any]]
@@ -49,3 +60,4 @@ class TraceOptions:
     clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
     toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
     detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO
+    follow_children: bool = True  # record forked children and exec'd images (recording.py)

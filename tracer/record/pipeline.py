@@ -24,7 +24,7 @@ from ada.atf.writer import SessionWriter
 from .detail_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain
-from .options import TraceOptions
+from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry, RingReader,
                     SharedRegion, check_layout, clock_ns)
 from .transport import PULL_FORMAT, RpcMirror
@@ -78,13 +78,15 @@ class Pipeline:
         return facts
 
     def connect(self, script: Any, facts: dict[str, Any], *, pid: int, os_id: int,
-                started: _dt.datetime,
+                started: _dt.datetime, place: ProcessPlace,
                 on_function_trigger: Callable[[int, int, int], None]) -> None:
         """Build the writer, the detail sink and the drain (not started yet)."""
         o = self.options
         self.writer = SessionWriter(o.output, pid, arch=ARCH_CODES[facts["arch"]], os_id=os_id,
                                     clock_type=facts["clockType"], started=started,
-                                    detail_go_direct=go_direct_policy(o.detail_io))
+                                    detail_go_direct=go_direct_policy(o.detail_io),
+                                    session_dir=place.session_dir,
+                                    process_dir=place.process_dir)
         if o.detail == "always":
             self.sink = AlwaysDetailSink()
         elif o.detail == "window":

@@ -27,7 +27,7 @@ from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .hooked import HookedFunctions
 from .manifest import RecordingFacts, build_manifest
-from .options import Target, TraceOptions
+from .options import ProcessPlace, Target, TraceOptions
 from .pipeline import Pipeline, agent_sources
 from .rings import clock_ns
 from .selection import describe_selection
@@ -45,11 +45,13 @@ class Progress:
     truncated_ns: int = 0
     transport_bytes_per_s: float | None = None
     wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
+    processes: int = 1  # traced processes (the target, its children, new images after exec)
 
 
 @dataclass
 class RecordingResult:
     path: Path
+    pid: int | None
     end_reason: str
     clean: bool
     events: int
@@ -63,8 +65,10 @@ class Recorder:
     def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
                  warn: Callable[[str], None] = lambda m: None,
                  info: Callable[[str], None] = lambda m: None,
-                 on_attached: Callable[[frida.core.Session], None] = lambda s: None) -> None:
+                 on_attached: Callable[[frida.core.Session], None] = lambda s: None, *,
+                 place: ProcessPlace | None = None) -> None:
         self.device = device
+        self.place = place or ProcessPlace()
         self.on_attached = on_attached  # e.g. --p2p setup, once attached
         self.target = target
         self.options = options
@@ -75,6 +79,8 @@ class Recorder:
         self.crash: str | None = None
         self.pid: int | None = None
         self.spawned = False
+        self.suspended = False  # spawned, or a child held at its fork or exec: resume in start()
+        self.children: list[dict[str, Any]] = []  # seen at fork or exec (recording.py)
         self.frida_session: frida.core.Session | None = None  # "session" is the directory
         self.script: frida.core.Script | None = None
         self.pipeline: Pipeline | None = None
@@ -100,6 +106,8 @@ class Recorder:
             self.request_stop("target-crashed")
         elif reason == "process-terminated":
             self.request_stop("target-exited")
+        elif reason == "process-replaced":
+            self.request_stop("exec")  # the new image is traced anew (see recording.py)
         else:
             self.request_stop(f"detached: {reason}")
 
@@ -135,7 +143,7 @@ class Recorder:
             assert self.script and self.pipeline and self.pid is not None
             self.pipeline.connect(self.script, self.agent_info, pid=self.pid,
                                   os_id=_os_code(self.device, self.agent_info),
-                                  started=self.started_at,
+                                  started=self.started_at, place=self.place,
                                   on_function_trigger=self._on_function_trigger)
         except FRIDA_ERRORS as e:
             # Worded before _abandon, which kills a spawned target.
@@ -151,15 +159,20 @@ class Recorder:
         if kind == "file":
             argv = list(value)  # type: ignore[call-overload]
             self.pid = self.device.spawn(program_path(self.device, argv[0]), argv=argv)
-            self.spawned = True
+            self.spawned = self.suspended = True
         elif kind == "pid":
             self.pid = int(value)  # type: ignore[call-overload]
+            self.suspended = self.place.gated
         elif kind == "identifier":
             self.pid = find_app_pid(self.device, str(value))
         else:
             self.pid = self.device.get_process(str(value)).pid
         self.frida_session = self.device.attach(self.pid)
         self.frida_session.on("detached", self._on_detached)
+        # Children are held at fork and exec, without the hooks (Frida drops them in the
+        # child): recording.py follows them or lets them go. Ungated, a child would run the
+        # hooks into this process's rings.
+        self.frida_session.enable_child_gating()
         self.on_attached(self.frida_session)
 
     def _load_agent(self) -> None:
@@ -224,36 +237,31 @@ class Recorder:
         if flight is not None:
             flight.trigger(clock_ns(), kind)
 
-    def record(self, progress: Callable[[Progress], None] | None = None,
-               interval_s: float = 0.5) -> RecordingResult:
-        """Drain until a stop is requested, then stop and finalize. Returns the result."""
+    def start(self) -> None:
+        """Start draining and let the target run (a spawned or gated process was suspended)."""
         assert self.pipeline is not None and self.pipeline.drain is not None
-        drain, mirror, flight = self.pipeline.drain, self.pipeline.mirror, self.pipeline.flight
         self.t0 = time.monotonic()
         self.record_start_ns = clock_ns()
+        flight = self.pipeline.flight
         if flight is not None:
             for ms in self.options.trigger_at_ms:
                 flight.schedule(self.record_start_ns + int(ms * 1e6), "time", at_ms=ms)
-        drain.start()
-        try:
-            if self.spawned:
+        self.pipeline.drain.start()
+        if self.suspended:
+            try:
                 self.device.resume(self.pid)
-        except FRIDA_ERRORS as e:
-            self.request_stop(f"error: cannot resume: {describe_frida_error(e)}")
-        deadline = None if self.options.duration_s is None else self.t0 + self.options.duration_s
-        while not self.stop_event.is_set():
-            timeout = interval_s if deadline is None else max(0.0, min(interval_s,
-                                                                      deadline - time.monotonic()))
-            self.stop_event.wait(timeout)
-            if drain.failed.is_set():
-                self.request_stop(f"error: {drain.error}")
-            elif mirror is not None and mirror.lost is not None:
-                self.request_stop(f"connection-lost: {mirror.lost}")
-            elif deadline is not None and time.monotonic() >= deadline:
-                self.request_stop("duration")
-            if progress is not None:
-                progress(self.progress())
-        return self._stop()
+            except FRIDA_ERRORS as e:
+                self.request_stop(f"error: cannot resume: {describe_frida_error(e)}")
+
+    def check(self) -> bool:
+        """Turn a failed drain or a lost link into a stop; True once a stop is requested."""
+        assert self.pipeline is not None and self.pipeline.drain is not None
+        drain, mirror = self.pipeline.drain, self.pipeline.mirror
+        if drain.failed.is_set():
+            self.request_stop(f"error: {drain.error}")
+        elif mirror is not None and mirror.lost is not None:
+            self.request_stop(f"connection-lost: {mirror.lost}")
+        return self.stop_event.is_set()
 
     def progress(self) -> Progress:
         elapsed = time.monotonic() - self.t0
@@ -272,7 +280,7 @@ class Recorder:
                         mirror.throughput() if mirror else None,
                         sum(c.wait_ns for c in counts))
 
-    def _stop(self) -> RecordingResult:
+    def stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""
         pipeline = self.pipeline
         assert pipeline is not None and pipeline.drain is not None and pipeline.writer is not None
@@ -302,15 +310,16 @@ class Recorder:
             warnings.append(f"could not finish every file: {e}")
             if error is None:
                 self.stop_reason = f"error: {e}"
-        clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated")
+        clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated",
+                                     "exec")
         writer.write_manifest(build_manifest(
             self._facts(ended_at, clean), drain.summary(),
             pipeline.sink.summary() if pipeline.sink else None,
             pipeline.mirror.summary() if pipeline.mirror else None))
         self._detach()
         pipeline.close()
-        return RecordingResult(writer.path, self.stop_reason, clean, drain.stats.events,
-                               len(self.hooked.functions), warnings)
+        return RecordingResult(writer.path, self.pid, self.stop_reason, clean,
+                               drain.stats.events, len(self.hooked.functions), warnings)
 
     def _facts(self, ended_at: _dt.datetime, clean: bool) -> RecordingFacts:
         writer = self.pipeline.writer if self.pipeline else None
@@ -322,7 +331,8 @@ class Recorder:
             clock_type=writer.clock_type, transport=self.transport,
             frida_version=frida.__version__, hooked=self.hooked.snapshot(),
             never_matched=self.hooked.never_matched(), started_at=self.started_at,
-            ended_at=ended_at, clean=clean, end_reason=self.stop_reason, crash=self.crash)
+            ended_at=ended_at, clean=clean, end_reason=self.stop_reason, crash=self.crash,
+            parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children)
 
     def _detach(self) -> None:
         try:
@@ -339,9 +349,12 @@ class Recorder:
     def _abandon(self) -> None:
         """Undo a failed prepare(): no hooks left behind, no suspended orphan."""
         self._detach()
-        if self.spawned and self.pid is not None:
-            try:
-                self.device.kill(self.pid)
+        if self.pid is not None and self.suspended:
+            try:  # a spawned target dies with the failure; a child held at fork goes on
+                if self.spawned:
+                    self.device.kill(self.pid)
+                else:
+                    self.device.resume(self.pid)
             except FRIDA_ERRORS:
                 pass
         if self.pipeline is not None:

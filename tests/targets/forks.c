@@ -1,0 +1,60 @@
+/* Forks one child; both call work() (the parent N times, the child M times, interleaved in
+ * time). MODE (argv[3]): "wait" the parent waits for the child; "exec" the child execs this
+ * program as "forks K" (the new image calls work() K = M times and exits); "orphan" the
+ * parent exits at once and the child keeps calling work() every 10 ms for M calls. Each
+ * process prints "pid <role> <pid>" first. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+volatile long sink;
+
+__attribute__((noinline)) long work(long x)
+{
+  sink += x;
+  return x * 2;
+}
+
+static void calls(long n, long pause_us)
+{
+  for (long i = 0; i < n; i++) {
+    work(i);
+    if (pause_us)
+      usleep(pause_us);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 2) {  /* the new image after exec */
+    printf("pid image %d\n", getpid());
+    fflush(stdout);
+    calls(atol(argv[1]), 0);
+    return 0;
+  }
+  long n = argc > 1 ? atol(argv[1]) : 100;
+  long m = argc > 2 ? atol(argv[2]) : 100;
+  const char *mode = argc > 3 ? argv[3] : "wait";
+  printf("pid parent %d\n", getpid());
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    printf("pid child %d\n", getpid());
+    fflush(stdout);
+    if (strcmp(mode, "exec") == 0) {
+      char count[32];
+      snprintf(count, sizeof count, "%ld", m);
+      execl(argv[0], argv[0], count, (char *) NULL);
+      _exit(127);
+    }
+    calls(m, strcmp(mode, "orphan") == 0 ? 10000 : 100);
+    _exit(0);
+  }
+  if (strcmp(mode, "orphan") == 0)
+    return 0;
+  calls(n, 100);
+  waitpid(child, NULL, 0);
+  return 0;
+}

@@ -1,0 +1,158 @@
+"""Forked children and exec: each traced process in its own directory, none in another's rings,
+and no process keeping ada's hooks after ada. Real programs: tests/targets/forks.c."""
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import ada.atf as atf
+from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
+                     wait_for_index_events)
+
+N, M = 500, 400  # work() calls of the parent and of the child
+
+
+def pids(out):
+    """role -> pid, from the lines the target's processes print first."""
+    return {role: int(pid) for role, pid in
+            (line.split()[1:] for line in out.stdout.splitlines() if line.startswith("pid "))}
+
+
+def session_lines(out):
+    return [Path(line) for line in out.stdout.splitlines() if line.startswith("/")]
+
+
+def work_events(path):
+    s = atf.open_session(path)
+    counts = {t.thread_id: len(ev) for t, ev in
+              zip(s.threads, function_events(s, "work").values())} if s.threads else {}
+    for ev in (function_events(s, "work").values() if s.threads else []):
+        assert_balanced(ev)
+    return s, counts
+
+
+def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin):
+    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "wait",
+                  "-i", "forks!work")
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    *children, main = session_lines(out)
+    assert main.name == f"pid_{ids['parent']}" and [c.name for c in children] == \
+        [f"pid_{ids['child']}"]
+    s, counts = work_events(main)
+    assert counts == {ids["parent"]: 2 * N}  # nothing of the child's in the parent's files
+    assert s.manifest["process"]["children"] == [
+        {"pid": ids["child"], "origin": "fork", "followed": True}]
+    child, child_counts = work_events(children[0])
+    assert child_counts == {ids["child"]: 2 * M}
+    assert (child.manifest["process"]["parent_pid"], child.manifest["process"]["origin"]) == \
+        (ids["parent"], "fork")
+    listing = json.loads(run_ada("info", "--json", main.parent).stdout)["processes"]
+    assert [(p["pid"], p["parent_pid"], p["index_events"]) for p in listing] == [
+        (ids["parent"], None, 2 * N), (ids["child"], ids["parent"], 2 * M)]
+    assert_verify_clean(main.parent)
+
+
+def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, target_bin):
+    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "wait",
+                  "-i", "forks!work", "--no-follow-children")
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    (main,) = session_lines(out)
+    assert [p.name for p in main.parent.iterdir()] == [main.name]
+    s, counts = work_events(main)
+    assert counts == {ids["parent"]: 2 * N}
+    assert s.manifest["process"]["children"] == [
+        {"pid": ids["child"], "origin": "fork", "followed": False}]
+    assert_verify_clean(main)
+
+
+def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_bin):
+    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "exec",
+                  "-i", "forks!work")
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    assert ids["image"] == ids["child"]
+    paths = {p.name: p for p in session_lines(out)}
+    before = atf.open_session(paths[f"pid_{ids['child']}"])
+    assert before.manifest["end"]["reason"] == "exec" and before.manifest["end"]["clean"]
+    image, counts = work_events(paths[f"pid_{ids['child']}_exec1"])
+    assert counts == {ids["child"]: 2 * M}
+    assert image.manifest["process"]["origin"] == "exec"
+    _, parent_counts = work_events(paths[f"pid_{ids['parent']}"])
+    assert parent_counts == {ids["parent"]: 2 * N}
+    assert_verify_clean(image.path.parent)
+
+
+def code_is_original(pid, exe):
+    """Whether work()'s first bytes in a live process are those of the file (no hook left)."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    base = min(int(line.split("-")[0], 16) for line in maps if line.split()[-1] == str(exe))
+    symbols = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+    offset = next(int(line.split()[0], 16) for line in symbols.splitlines()
+                  if line.endswith(" work"))
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(base + offset)
+        live = mem.read(16)
+    return live == Path(exe).read_bytes()[offset:offset + 16]
+
+
+class Output:
+    """What a process wrote to files: a child that outlives ada keeps its stdout (the target's
+    output is ada's) open, so a pipe would not end with ada."""
+
+    def __init__(self, tmp_path, name):
+        self.stdout_path, self.stderr_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        self.files = (open(self.stdout_path, "w"), open(self.stderr_path, "w"))
+
+    @property
+    def stdout(self):
+        return self.stdout_path.read_text()
+
+    @property
+    def stderr(self):
+        return self.stderr_path.read_text()
+
+
+def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_path, target_bin):
+    exe = target_bin("forks")
+    out = Output(tmp_path, "ada")
+    started = time.monotonic()
+    ada = subprocess.Popen(ada_command("trace", "-q", "-o", tmp_path / "traces", "-f", exe, 1,
+                                       3000, "orphan", "-i", "forks!work", "--duration", 1.5),
+                           stdout=out.files[0], stderr=out.files[1])
+    assert ada.wait(timeout=60) == 0, out.stderr
+    assert time.monotonic() - started < 20  # the child calls on for 30 s
+    child = pids(out)["child"]
+    try:
+        assert Path(f"/proc/{child}").exists(), "the child was killed"
+        assert code_is_original(child, exe), "the child still runs ada's hook"
+        recorded = atf.open_session(session_lines(out)[0])
+        assert recorded.manifest["end"]["reason"] == "duration"
+        assert 0 < recorded.event_count() < 2 * 3000
+    finally:
+        subprocess.run(["kill", str(child)])
+
+
+def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin):
+    exe = target_bin("forks")
+    out = Output(tmp_path, "ada")
+    ada = subprocess.Popen(ada_command("trace", "-q", "-o", tmp_path / "traces", "-f", exe, 1,
+                                       3000, "orphan", "-i", "forks!work"),
+                           stdout=out.files[0], stderr=out.files[1])
+    child = None
+    try:
+        wait_for_index_events(tmp_path / "traces", 20)
+        ada.send_signal(signal.SIGINT)
+        assert ada.wait(timeout=30) == 0, out.stderr
+        child = pids(out)["child"]
+        assert code_is_original(child, exe)
+        assert atf.open_session(session_lines(out)[0]).manifest["end"]["reason"] == \
+            "interrupted"
+    finally:
+        if ada.poll() is None:
+            ada.kill()
+        if child is not None:
+            subprocess.run(["kill", str(child)])

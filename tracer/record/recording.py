@@ -1,0 +1,201 @@
+"""One recording: the traced process and, by default, the processes it forks or execs.
+
+Each process has its own Recorder (its agent, rings, drain and pid_<N>/ directory), all in one
+session directory. Frida holds each child of a traced process at its fork, without the parent's
+hooks (child gating, enabled by every Recorder), and a traced process at its exec. This follows
+each one (attach, hook, then let it run) or, with follow_children off, lets it run untraced.
+The recording ends when every traced process has ended, or when asked (Ctrl-C, SIGTERM,
+--duration) whatever the processes are doing; every Recorder then unhooks its process, so no
+process keeps ada's hooks once ada is gone.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import frida
+
+from ..errors import TracerError
+from .frida_errors import FRIDA_ERRORS
+from .options import ProcessPlace, Target, TraceOptions
+from .recorder import Progress, Recorder, RecordingResult
+
+
+class Recording:
+    def __init__(self, device: frida.core.Device, target: Target, options: TraceOptions,
+                 warn: Callable[[str], None] = lambda m: None,
+                 info: Callable[[str], None] = lambda m: None,
+                 on_attached: Callable[[frida.core.Session], None] = lambda s: None) -> None:
+        self.device = device
+        self.target = target
+        self.options = options
+        self.warn = warn
+        self.info = info
+        self.on_attached = on_attached
+        self.main: Recorder | None = None
+        self.recorders: list[Recorder] = []  # every process traced, in the order it started
+        self.results: list[RecordingResult] = []  # in the order the processes ended
+        self.stop_reason: str | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # a stop was asked or a child is held
+        self._held: queue.SimpleQueue[Any] = queue.SimpleQueue()  # frida Child objects
+        self._execs: dict[int, int] = {}  # pid -> images traced after the first
+        self.t0 = time.monotonic()
+
+    # --- any thread ---------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self.stop_reason = reason
+            self._stop.set()
+            self._wake.set()
+
+    def trigger_now(self, kind: str) -> None:
+        """A trigger from the person at the terminal: every traced process's flight recorder."""
+        for recorder in list(self.recorders):
+            recorder.trigger_now(kind)
+
+    def _on_child_added(self, child: Any) -> None:
+        """Frida's thread: a child held at its fork or exec; handled by the recording loop."""
+        self._held.put(child)
+        self._wake.set()
+
+    # --- the recording ------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Attach to (or spawn) the target and hook it. Raises TracerError."""
+        self.device.on("child-added", self._on_child_added)
+        self.main = Recorder(self.device, self.target, self.options, self.warn, self.info,
+                             self.on_attached)
+        try:
+            self.main.prepare()
+        except BaseException:
+            self.device.off("child-added", self._on_child_added)
+            raise
+        self.recorders.append(self.main)
+
+    def record(self, progress: Callable[[Progress], None] | None = None,
+               interval_s: float = 0.5) -> RecordingResult:
+        """Record until every traced process has ended or a stop is asked; the target's result."""
+        assert self.main is not None
+        self.t0 = time.monotonic()
+        self.main.start()
+        live = [self.main]
+        deadline = None if self.options.duration_s is None else self.t0 + self.options.duration_s
+        last_progress = 0.0
+        while live:
+            timeout = interval_s if deadline is None else max(0.0, min(interval_s,
+                                                                      deadline - time.monotonic()))
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("duration")
+            self._take_held(live)
+            for recorder in list(live):
+                if self._stop.is_set():
+                    recorder.request_stop(self.stop_reason or "interrupted")
+                if recorder.check():
+                    live.remove(recorder)
+                    self.results.append(recorder.stop())
+            if progress is not None and time.monotonic() - last_progress >= interval_s:
+                last_progress = time.monotonic()
+                progress(self.progress())
+        self._release_held()
+        self.device.off("child-added", self._on_child_added)
+        return next(r for r in self.results if r.path == self.main_path)
+
+    @property
+    def main_path(self) -> Path:
+        """The target's process directory (its first image's)."""
+        assert self.main is not None and self.main.pipeline is not None
+        assert self.main.pipeline.writer is not None
+        return self.main.pipeline.writer.path
+
+    def _take_held(self, live: list[Recorder]) -> None:
+        """Follow (or let go) every child Frida holds for us."""
+        while True:
+            try:
+                child = self._held.get_nowait()
+            except queue.Empty:
+                return
+            parent = self._tracer_of(child.parent_pid)
+            if parent is None:  # not a process of this recording
+                self._let_go(child.pid)
+                continue
+            follow = self.options.follow_children and not self._stop.is_set()
+            if child.origin != "exec":  # an exec is the same process: its image ends "exec"
+                parent.children.append({"pid": child.pid, "origin": child.origin,
+                                        "followed": follow})
+            if not follow:
+                self._let_go(child.pid)
+                continue
+            recorder = self._follow(child)
+            if recorder is not None:
+                live.append(recorder)
+
+    def _tracer_of(self, pid: int) -> Recorder | None:
+        """The newest Recorder of a pid (an exec'd image has one per image)."""
+        for recorder in reversed(self.recorders):
+            if recorder.pid == pid:
+                return recorder
+        return None
+
+    def _follow(self, child: Any) -> Recorder | None:
+        """Attach to a held child, hook it and let it run; None (it runs untraced) on failure."""
+        process_dir = None
+        if child.origin == "exec":
+            self._execs[child.pid] = self._execs.get(child.pid, 0) + 1
+            process_dir = f"pid_{child.pid}_exec{self._execs[child.pid]}"
+        place = ProcessPlace(session_dir=self.main_path.parent, process_dir=process_dir,
+                             parent_pid=child.parent_pid if child.origin != "exec" else None,
+                             origin=child.origin, gated=True)
+        prefix = f"pid {child.pid}: "
+        recorder = Recorder(self.device, Target("pid", child.pid), self.options,
+                            lambda m: self.warn(prefix + m), lambda m: self.info(prefix + m),
+                            self.on_attached, place=place)
+        try:
+            recorder.prepare()  # on failure it lets the child go (Recorder._abandon)
+        except TracerError as e:
+            self.warn(f"cannot follow {child.origin} child {child.pid}: {e}; it runs untraced")
+            return None
+        recorder.start()
+        self.recorders.append(recorder)
+        what = "the new image of" if child.origin == "exec" else f"{child.origin} child"
+        self.info(f"recording {what} pid {child.pid}")
+        return recorder
+
+    def _let_go(self, pid: int) -> None:
+        try:
+            self.device.resume(pid)
+        except FRIDA_ERRORS:
+            pass  # gone already
+
+    def _release_held(self) -> None:
+        """Children held after the recording ended run on, untraced."""
+        while True:
+            try:
+                self._let_go(self._held.get_nowait().pid)
+            except queue.Empty:
+                return
+
+    def progress(self) -> Progress:
+        """The status line's figures, summed over every traced process."""
+        parts = [r.progress() for r in self.recorders]
+        total = Progress(time.monotonic() - self.t0, 0, 0, 0)
+        for p in parts:
+            total.events += p.events
+            total.threads += p.threads
+            total.drops += p.drops
+            total.detail_bytes += p.detail_bytes
+            total.windows += p.windows
+            total.truncated_ns += p.truncated_ns
+            total.wait_ns += p.wait_ns
+            if p.transport_bytes_per_s is not None:
+                total.transport_bytes_per_s = (total.transport_bytes_per_s or 0.0) \
+                    + p.transport_bytes_per_s
+        total.processes = len(parts)
+        return total
