@@ -99,3 +99,12 @@ def test_an_item_that_matched_later_is_not_reported_but_one_that_never_did_is(tm
     assert s.manifest["never_matched"] == ["-i libother.so!x"]
     assert "never matched: -i libother.so!x" in out.stderr
     assert len(plug_events(s)) == 2 * N
+
+
+def test_a_trigger_in_a_library_loaded_later(tmp_path, plugin):
+    s, _ = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200,
+                 "-i", "plugin_host!host_work", "--trigger", "libplug.so!plug_work",
+                 "--pre-roll-ms", 50, "--post-roll-ms", 50)
+    triggers = s.manifest["triggers"]
+    assert triggers and {t["function"] for t in triggers} == {"plug_work"}
+    assert s.manifest["windows"] and len(function_events(s, "host_work")[0]) == 2
