@@ -87,26 +87,38 @@ class Recording:
         live = [self.main]
         deadline = None if self.options.duration_s is None else self.t0 + self.options.duration_s
         last_progress = 0.0
-        while live:
-            timeout = interval_s if deadline is None else max(0.0, min(interval_s,
-                                                                      deadline - time.monotonic()))
-            self._wake.wait(timeout)
-            self._wake.clear()
-            if deadline is not None and time.monotonic() >= deadline:
-                self.request_stop("duration")
-            self._take_held(live)
-            for recorder in list(live):
-                if self._stop.is_set():
-                    recorder.request_stop(self.stop_reason or "interrupted")
-                if recorder.check():
-                    live.remove(recorder)
-                    self.results.append(recorder.stop())
-            if progress is not None and time.monotonic() - last_progress >= interval_s:
-                last_progress = time.monotonic()
-                progress(self.progress())
-        self._release_held()
-        self.device.off("child-added", self._on_child_added)
+        try:
+            while live:
+                timeout = interval_s if deadline is None else \
+                    max(0.0, min(interval_s, deadline - time.monotonic()))
+                self._wake.wait(timeout)
+                self._wake.clear()
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.request_stop("duration")
+                self._take_held(live)
+                for recorder in list(live):
+                    if self._stop.is_set():
+                        recorder.request_stop(self.stop_reason or "interrupted")
+                    if recorder.check():
+                        live.remove(recorder)
+                        self.results.append(recorder.stop())
+                if progress is not None and time.monotonic() - last_progress >= interval_s:
+                    last_progress = time.monotonic()
+                    progress(self.progress())
+        finally:  # whatever failed, no process is left hooked or held
+            self._stop_all(live)
+            self._release_held()
+            self.device.off("child-added", self._on_child_added)
         return next(r for r in self.results if r.path == self.main_path)
+
+    def _stop_all(self, live: list[Recorder]) -> None:
+        """After a failure in the loop: stop what still records (their errors are secondary)."""
+        for recorder in live:
+            recorder.request_stop(f"error: {self.stop_reason or 'ada failed'}")
+            try:
+                self.results.append(recorder.stop())
+            except Exception as e:  # noqa: BLE001 - the first failure is the one raised
+                self.warn(f"pid {recorder.pid}: could not stop cleanly: {e}")
 
     @property
     def main_path(self) -> Path:
