@@ -9,8 +9,10 @@ a killed writer open too: their state is `recovered` (docs/format.md).
 from __future__ import annotations
 
 import bisect
+import errno
 import mmap
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -24,6 +26,7 @@ from .records import gather, walk_records
 
 CLEAN = "clean"
 RECOVERED = "recovered"
+DEGRADED = "degraded"  # a detail lane read up to a malformed record (DetailReader.problem)
 
 
 class IndexEvent(NamedTuple):
@@ -105,13 +108,31 @@ class DetailEvent:
         return bool(self.flags & F.DETAIL_FLAG_STACK_TRUNCATED)
 
 
+def open_regular(path: str | os.PathLike) -> int:
+    """A read-only descriptor of `path`, refused unless it is a regular file: opening a FIFO
+    for reading would wait for a writer forever, and a device could be endless."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        raise AtfError("not a regular file (a FIFO, socket or device); ATF files and "
+                       "manifests are regular files", path)
+    return fd
+
+
 class _MappedFile:
     """A read-only mapping of a whole file as a uint8 array (empty files allowed)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         try:
-            with open(self.path, "rb") as f:
+            with open(open_regular(self.path), "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         except FileNotFoundError as e:
@@ -302,6 +323,7 @@ class DetailReader:
                                    f"({m.size} bytes)", m.path, 20)
         self.footer = None
         self.footer_offset = 0
+        self.problem: CorruptFileError | None = None  # why the lane is DEGRADED
         if m.size >= self.events_offset + F.FOOTER_SIZE:
             off = m.size - F.FOOTER_SIZE
             footer = m.struct(F.DETAIL_FOOTER, off, "detail footer")
@@ -317,11 +339,15 @@ class DetailReader:
                                        f"events section ({limit - self.events_offset} bytes)",
                                        m.path, self.footer_offset + 16)
             walk = walk_records(m.buf, self.events_offset, limit, self.revision)
-            if walk.problem is not None:
-                raise CorruptFileError(f"malformed detail event: {walk.problem}", m.path,
-                                       walk.problem_offset)
             declared = int(self.footer["event_count"])
-            if declared != len(walk.offsets):
+            if walk.problem is not None:
+                # One bad record must not cost the rest of the session: the lane is read up
+                # to it, and flagged (verify reports it).
+                self.state = DEGRADED
+                self.problem = CorruptFileError(
+                    f"malformed detail event {len(walk.offsets)} of {declared}: {walk.problem}; "
+                    "the lane is read up to it", m.path, walk.problem_offset)
+            elif declared != len(walk.offsets):
                 raise CorruptFileError(f"footer event_count {declared}, found "
                                        f"{len(walk.offsets)} events", m.path,
                                        self.footer_offset + 8)
@@ -438,6 +464,12 @@ class ThreadReader:
     @property
     def thread_id(self) -> int:
         return self.index.thread_id
+
+    @property
+    def state(self) -> str:
+        """The worst of its lanes: degraded, recovered or clean."""
+        states = {self.index.state} | ({self.detail.state} if self.detail else set())
+        return DEGRADED if DEGRADED in states else RECOVERED if RECOVERED in states else CLEAN
 
     def __len__(self) -> int:
         return len(self.index)

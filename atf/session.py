@@ -20,9 +20,10 @@ import numpy as np
 
 from . import format as F
 from .errors import AtfError, ManifestError, NotASessionError
-from .reader import RECOVERED, IndexEvent, ThreadReader
+from .reader import CLEAN, DEGRADED, RECOVERED, IndexEvent, ThreadReader, open_regular
 
 MANIFEST = "manifest.json"
+MANIFEST_MAX_BYTES = 256 << 20  # a manifest past this is not one ada wrote: refused, not read
 MERGE_CHUNK_EVENTS = 1 << 21
 
 
@@ -67,8 +68,12 @@ def load_manifest(session_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
+        with open(open_regular(path), "rb") as f:
+            raw = f.read(MANIFEST_MAX_BYTES + 1)
+        if len(raw) > MANIFEST_MAX_BYTES:
+            raise ManifestError(f"larger than {MANIFEST_MAX_BYTES >> 20} MiB: not a manifest "
+                                "ada wrote", path)
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ManifestError(f"unreadable manifest: {e}", path) from e
     if not isinstance(data, dict):
@@ -93,6 +98,18 @@ def manifest_thread_ids(manifest: dict[str, Any], path: Path) -> list[int]:
     return ids
 
 
+def check_threads_exist(ids: list[int], session_dir: Path) -> None:
+    """Every thread the manifest lists has its directory: checked against one listing of the
+    directory, so a manifest listing millions of threads costs no more than reading it."""
+    present = set(scan_thread_ids(session_dir))
+    missing = [i for i in ids if i not in present]
+    if missing:
+        shown = ", ".join(f"thread_{i}" for i in missing[:3])
+        more = f" and {len(missing) - 3:,} more" if len(missing) > 3 else ""
+        raise ManifestError(f"lists {len(ids):,} thread(s); {len(missing):,} have no directory "
+                            f"({shown}{more})", session_dir / MANIFEST)
+
+
 def scan_thread_ids(session_dir: Path) -> list[int]:
     ids = []
     for c in session_dir.iterdir():
@@ -111,6 +128,8 @@ class SessionReader:
             ids = manifest_thread_ids(self.manifest, self.path / MANIFEST)
             if not ids and self.manifest.get("threads") is None:
                 ids = scan_thread_ids(self.path)
+            else:
+                check_threads_exist(ids, self.path)
         else:
             ids = scan_thread_ids(self.path)
         self.threads = [ThreadReader(self.path / f"thread_{i}", i) for i in ids]
@@ -129,6 +148,13 @@ class SessionReader:
         if not ranges:
             return None
         return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+    @property
+    def state(self) -> str:
+        """degraded (a detail lane is read only up to a malformed record), recovered (a writer
+        did not finish: every complete event kept) or clean."""
+        states = {t.state for t in self.threads}
+        return DEGRADED if DEGRADED in states else RECOVERED if RECOVERED in states else CLEAN
 
     @property
     def recovered(self) -> bool:

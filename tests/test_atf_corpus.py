@@ -71,6 +71,13 @@ def test_checksum_mismatch_is_found_by_verify():
     assert any(p.message.startswith("checksum 0x") and p.offset == 132 for p in report.problems)
 
 
-def test_detail_record_longer_than_file_is_corrupt():
-    with pytest.raises(atf.CorruptFileError, match="total_length 2147483648"):
-        atf.DetailReader(DATA / "corrupt" / "detail_huge_length.atf")
+def test_detail_record_longer_than_file_degrades_the_lane_from_there():
+    """A malformed record is reported (verify fails on it) but does not make the lane, or the
+    session around it, unreadable: the records before it are read."""
+    path = DATA / "corrupt" / "detail_huge_length.atf"
+    d = atf.DetailReader(path)
+    assert d.state == "degraded" and len(d) == 0
+    assert isinstance(d.problem, atf.CorruptFileError)
+    assert "total_length 2147483648" in str(d.problem)
+    report = atf.verify(path)
+    assert not report.ok and "total_length 2147483648" in report.problems[0].message

@@ -1,6 +1,7 @@
 """`ada info`, `ada dump` and `ada verify` run as real subprocesses on the corpus."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -72,3 +73,57 @@ def test_usage_errors_exit_2_in_one_line():
     out = run_ada("dump", DATA / "r1_session", "--limit", "-3")
     assert out.returncode == 2 and "expected a value >= 0" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+# --- hostile and damaged sessions: read what is valid, never hang ------------------------------
+
+def test_a_fifo_in_place_of_a_file_is_refused_not_waited_on(tmp_path):
+    session = tmp_path / "s" / "pid_501"
+    shutil.copytree(DATA / "r1_session" / "pid_501", session)
+    index = session / "thread_1" / "index.atf"
+    index.unlink()
+    os.mkfifo(index)
+    for args in (("info", session), ("dump", session), ("verify", session)):
+        out = run_ada(*args, timeout=30)  # a blocking open would time out here
+        assert out.returncode == 1 and "not a regular file" in out.stdout + out.stderr, out
+        assert "Traceback" not in out.stderr
+    (session / "manifest.json").unlink()
+    os.mkfifo(session / "manifest.json")
+    out = run_ada("info", session, timeout=30)
+    assert out.returncode == 1 and "not a regular file" in out.stderr
+
+
+def test_a_manifest_listing_a_million_threads_costs_what_the_directory_holds(tmp_path):
+    session = tmp_path / "s" / "pid_501"
+    shutil.copytree(DATA / "r1_session" / "pid_501", session)
+    manifest = json.loads((session / "manifest.json").read_text())
+    manifest["threads"] = [{"id": i} for i in range(1_000_000)]
+    (session / "manifest.json").write_text(json.dumps(manifest))
+    out = run_ada("info", session, timeout=60)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "lists 1,000,000 thread(s); 999,998 have no directory" in out.stderr
+    report = json.loads(run_ada("verify", session, "--json", timeout=60).stdout)
+    messages = [p["message"] for p in report["problems"]]
+    assert len(messages) == 6 and "999,998 listed threads have no directory in all" in messages[-1]
+
+
+def test_a_malformed_detail_record_degrades_only_the_rest_of_its_lane(tmp_path):
+    import ada.atf as atf
+    session = tmp_path / "s" / "pid_501"
+    shutil.copytree(DATA / "r1_session" / "pid_501", session)
+    detail = session / "thread_0" / "detail.atf"
+    second = int(atf.DetailReader(detail).offsets[1])
+    with open(detail, "r+b") as f:  # the second record's length: 3 bytes, smaller than a header
+        f.seek(second)
+        f.write((3).to_bytes(4, "little"))
+    s = atf.open_session(session)
+    assert s.state == "degraded" and s.event_count() == 10  # the index lane reads whole
+    assert len(s.threads[0].detail) == 1 and s.threads[0].detail.problem is not None
+    info = json.loads(run_ada("info", session, "--json").stdout)
+    assert info["state"] == "degraded" and info["index_events"] == 10
+    assert info["detail_events"] == 1
+    assert "degraded" in run_ada("info", session).stdout
+    dump = run_ada("dump", session, "--detail")
+    assert dump.returncode == 0 and len(dump.stdout.splitlines()) >= 10
+    verify = run_ada("verify", session)
+    assert verify.returncode == 1 and "malformed detail event 1 of 2" in verify.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ada.atf import format as F
-from ada.atf.reader import RECOVERED
+from ada.atf.reader import DEGRADED, RECOVERED
 from ada.atf.session import SessionReader, process_dirs
 
 from .common import format_duration_ns
@@ -30,12 +30,11 @@ def summarise(session: SessionReader) -> dict[str, Any]:
     threads = []
     for t in session.threads:
         entry = entries.get(t.id, {})
-        states = {t.index.state} | ({t.detail.state} if t.detail else set())
         threads.append({
             "id": t.id, "tid": t.thread_id, "index_events": len(t.index),
             "detail_events": len(t.detail) if t.detail else 0,
             "time_range": t.index.time_range(),
-            "state": RECOVERED if RECOVERED in states else "clean",
+            "state": t.state,
             "drops": entry.get("drops", 0)})
     first = session.threads[0].index if session.threads else None
     clock = first.clock_type if first else manifest.get("clock_type")
@@ -52,7 +51,7 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "duration_ns": (rng[1] - rng[0]) if rng else 0,
         "index_events": session.event_count(),
         "detail_events": sum(t["detail_events"] for t in threads),
-        "state": RECOVERED if session.recovered else "clean",
+        "state": session.state,
         "ended": manifest.get("end"),
         "detail": manifest.get("detail"),
         "triggers": manifest.get("triggers"),
@@ -89,7 +88,7 @@ def process_line(session: SessionReader) -> dict[str, Any]:
             "parent_pid": process.get("parent_pid"), "origin": process.get("origin"),
             "name": process.get("name"), "threads": len(session.threads),
             "index_events": session.event_count(),
-            "state": RECOVERED if session.recovered else "clean", "ended": end.get("reason")}
+            "state": session.state, "ended": end.get("reason")}
 
 
 def print_processes(listing: list[dict[str, Any]]) -> None:
@@ -123,6 +122,9 @@ def print_summary(s: dict[str, Any]) -> None:
     state = s["state"]
     if state == RECOVERED:
         state += " (a writer did not finish; every complete event was kept)"
+    elif state == DEGRADED:
+        state += (" (a detail lane has a malformed record: it is read up to it; "
+                  "`ada verify` says where)")
     out.append(("files", state))
     ended = s["ended"]
     if isinstance(ended, dict):
