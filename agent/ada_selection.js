@@ -22,7 +22,11 @@ const DT_SONAME = 14;
 function globToRegExp(glob) {
   const escaped = glob.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')
     .replace(/\[!/g, '[^');
-  return new RegExp(`^${escaped}$`);
+  try {
+    return new RegExp(`^${escaped}$`);
+  } catch (e) {
+    throw new Error(`invalid pattern '${glob}': ${e.message}`);
+  }
 }
 
 function basename(path) {

@@ -25,10 +25,34 @@ def _split(value: str) -> tuple[str | None, str]:
     return (module or None) if sep else None, name
 
 
+def check_glob(flag: str, value: str, glob: str | None) -> None:
+    """The agent turns globs into regular expressions (agent/ada_selection.js): `*`, `?`,
+    `[abc]`, `[!abc]`. A `[` that never closes would be an error only the agent finds."""
+    if glob is None:
+        return
+    i = 0
+    while i < len(glob):
+        if glob[i] == "[":
+            close = glob.find("]", i + 2 if glob[i + 1:i + 2] in ("!", "]") else i + 1)
+            if close < 0:
+                raise ValueError(f"{flag} {value!r}: '[' at {i} is never closed (a set of "
+                                 "characters is written [abc] or [!abc])")
+            i = close
+        i += 1
+
+
 def parse_item(flag: str, value: str) -> dict[str, Any]:
     """One selection item for the agent; ValueError with the reason when malformed."""
     if not value:
         raise ValueError(f"{flag} needs a value")
+    item = _parse_item(flag, value)
+    if item["kind"] != "objc":
+        check_glob(flag, value, item["module"])
+        check_glob(flag, value, item["pattern"])
+    return item
+
+
+def _parse_item(flag: str, value: str) -> dict[str, Any]:
     if flag in ("-i", "-x", "-s"):
         module, pattern = _split(value)
         if not pattern:
