@@ -96,7 +96,17 @@ class _Lane:
         if self._stream is not None:
             self._stream.write(data)
         else:
-            _write_all(self.fd, data, self.path)
+            try:
+                _write_all(self.fd, data, self.path)
+            except WriterError:
+                # A part of `data` may be in the file (a disk that filled up midway): cut it
+                # off, so the file holds exactly the events counted here.
+                try:
+                    os.ftruncate(self.fd, F.HEADER_SIZE + self.bytes)
+                    os.lseek(self.fd, F.HEADER_SIZE + self.bytes, os.SEEK_SET)
+                except OSError:
+                    pass
+                raise
         self.crc = crc32c.crc32c(data, self.crc)
         if self.count == 0:
             self.time_start = first_ts
@@ -437,6 +447,9 @@ def _as_index_events(events: Any, path: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype=F.INDEX_EVENT)
 
 
+MANIFEST_RESERVE = ".manifest-reserve"  # room held for the final manifest.json
+
+
 class SessionWriter:
     """Creates `<output>/session_YYYYMMDD_HHMMSS/pid_N/` and the thread writers inside it.
 
@@ -476,9 +489,36 @@ class SessionWriter:
         self.threads.append(writer)
         return writer
 
-    def write_manifest(self, manifest: dict) -> Path:
-        """Write manifest.json atomically: a reader sees the old one or the new one."""
+    def write_manifest(self, manifest: dict, *, final: bool = False) -> Path:
+        """Write manifest.json atomically: a reader sees the old one or the new one. The
+        final one first gives back the room reserve_manifest_room() held for it."""
+        if final:
+            self.release_manifest_room()
         return write_json_atomic(self.path / "manifest.json", manifest)
+
+    def reserve_manifest_room(self, nbytes: int) -> None:
+        """Hold `nbytes` of the disk for the final manifest, which must be written even when
+        the events have filled the disk."""
+        reserve = self.path / MANIFEST_RESERVE
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(fd, 0, nbytes)
+                else:
+                    _write_all(fd, bytes(nbytes), reserve)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self.release_manifest_room()
+            raise WriterError(f"cannot reserve {nbytes:,} bytes for the manifest: {e.strerror}",
+                              reserve) from e
+
+    def release_manifest_room(self) -> None:
+        try:
+            (self.path / MANIFEST_RESERVE).unlink()
+        except FileNotFoundError:
+            pass
 
     def finalize(self) -> None:
         """Finalize every thread's files; a failure in one does not stop the others."""
@@ -509,6 +549,7 @@ def _new_session_dir(base: Path, started: _dt.datetime, process_dir: str) -> Pat
 
 
 def write_json_atomic(path: Path, data: dict) -> Path:
+    """Through a temporary file renamed over `path`; the temporary file never stays behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -518,5 +559,9 @@ def write_json_atomic(path: Path, data: dict) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
         raise WriterError(f"cannot write: {e.strerror}", path) from e
     return path
