@@ -11,6 +11,7 @@
  */
 
 const O_RDWR = 2;
+const O_CLOEXEC = Process.platform === 'darwin' ? 0x1000000 : 0x80000;
 const PROT_READ_WRITE = 3;
 const MAP_SHARED = 1;
 const CLOCK_BOOTTIME = 7;
@@ -19,6 +20,25 @@ const LAYOUT_CAPACITY = 128;     /* entries ada_layout() may report */
 const LAYOUT_ENTRY_BYTES = 16;   /* {const char *name; guint64 value} on a 64-bit target */
 const CLOCK_CALIBRATION_MS = 20;  /* between the start-up pair and the first latest pair */
 const CLOCK_PAIR_INTERVAL_MS = 100;
+const HANDOVER_TIMEOUT_MS = 10000;  /* how long a dying process waits for ada to take its rings */
+
+/* Frida's exception types, as the signals that raise them (Linux, then Darwin numbers). */
+const SIGNALS = {
+  'access-violation': { name: 'SIGSEGV', linux: [11, 7], darwin: [11, 10] },
+  'guard-page': { name: 'SIGSEGV', linux: [11], darwin: [11] },
+  'abort': { name: 'SIGABRT', linux: [6], darwin: [6] },
+  'illegal-instruction': { name: 'SIGILL', linux: [4], darwin: [4] },
+  'arithmetic': { name: 'SIGFPE', linux: [8], darwin: [8] },
+  'breakpoint': { name: 'SIGTRAP', linux: [5], darwin: [5] },
+  'system': { name: 'SIGSYS', linux: [31], darwin: [12] },
+};
+
+function fatalSignal(type) {
+  const s = SIGNALS[type];
+  if (s === undefined)
+    return null;
+  return { name: s.name, numbers: Process.platform === 'darwin' ? s.darwin : s.linux };
+}
 
 /* Every platform difference of the hot path is decided here. */
 function platformConfig(clockSource) {
@@ -50,7 +70,7 @@ function platformConfig(clockSource) {
     facts.tsc = arch === 'x64' && clockSource !== 'os' && kernelClocksource() === 'tsc';
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
     for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
-                        'pthread_attr_destroy'])
+                        'pthread_attr_destroy', 'posix_fallocate'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
     anonMapFlags = 0x0002 | 0x0020 | 0x4000;  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
@@ -76,6 +96,7 @@ function hotPathDefines(platform, arch, facts) {
     defines.push('#define ADA_CLOCK_TSC 1');
   defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
   defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
+  defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
   return defines;
 }
@@ -162,6 +183,7 @@ class AdaAgent {
     this.cm = null;
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
     this.region = null;
+    this.regionFd = -1;      /* the shared memory file, open while the process lives */
     this.regionSize = 0;
     this.layout = null;      /* the region's offsets and constants by name (readLayout) */
     this.selection = null;       /* Selection of the functions to trace (ada_selection.js) */
@@ -177,6 +199,10 @@ class AdaAgent {
     this.stage = null;       /* RPC transport: staging buffer for pull() */
     this.clockTimer = null;  /* refreshes the clock pair while timestamps are raw ticks */
     this.tails = [];         /* RPC transport: [index, detail] cursor the host has consumed */
+    this.crashed = false;    /* a fatal signal's handover is done */
+    this.handedOver = false; /* the rings went to ada as the process ends */
+    this.stoppedByHost = false;
+    this.exitStatus = null;
   }
 
   init(config) {
@@ -201,6 +227,7 @@ class AdaAgent {
     const threads = Memory.alloc(config.maxThreads * L['agent.sizeof_thread_state']);
     state.add(L['agent.state_region']).writePointer(this.region);
     state.add(L['agent.state_threads']).writePointer(threads);
+    state.add(L['agent.state_region_fd']).writeS32(this.regionFd);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
     this.keepAlive.push(state, threads, symbols);
     const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
@@ -235,13 +262,17 @@ class AdaAgent {
     const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
     const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-    const fd = open(Memory.allocUtf8String(path), O_RDWR);
+    const fd = open(Memory.allocUtf8String(path), O_RDWR | O_CLOEXEC);
     if (fd < 0)
       throw new Error(`cannot open ring region ${path}`);
     const base = mmap(NULL, size, PROT_READ_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base.equals(ptr(-1)))
+    if (base.equals(ptr(-1))) {
+      close(fd);
       throw new Error(`cannot map ring region ${path} (${size} bytes)`);
+    }
+    /* Kept open: the hot path reserves each thread's rings in it as threads start
+     * (ada_reserve_rings); ada unlinks the file once this mapping exists. */
+    this.regionFd = fd;
     return base;
   }
 
@@ -413,6 +444,10 @@ class AdaAgent {
 
   /* The functions resolve() found; from now on modules are hooked as they load. */
   hook() {
+    Process.setExceptionHandler(details => this._onException(details));
+    this._attachExitHooks();
+    for (const module of Process.enumerateModules())
+      this._watchTerminate(module);
     const result = this._attach(this.initial.functions, this.initial.triggers);
     this.initial = null;
     this.hooked = true;
@@ -434,6 +469,7 @@ class AdaAgent {
       return;
     }
     this.seen.add(key);
+    this._watchTerminate(module);
     const names = moduleNames(module);
     const functions = this._adopt(module, names, this.selection.functionsIn(module, names.names),
                                   this._clockNs());
@@ -444,6 +480,17 @@ class AdaAgent {
     const { hooked, failures } = this._attach(functions, triggers);
     send({ type: 'ada:module-loaded', module: module.name, functions, triggers, hooked, failures,
            hits: this.selection.hits });
+  }
+
+  /* std::terminate, where a C++ runtime defines it (ada_on_terminate says why). */
+  _watchTerminate(module) {
+    const address = module.findExportByName('_ZSt9terminatev');
+    if (address === null)
+      return;
+    try {
+      Interceptor.attach(address, { onEnter: this.cm.ada_on_terminate });
+    } catch (e) {
+    }
   }
 
   /* Frida keeps a module it has hooks in loaded; this is for the record. */
@@ -566,12 +613,141 @@ class AdaAgent {
     this.heartbeatFn();
   }
 
-  /* The target is going away (or ada detaches): with the RPC transport the rings
-   * die with it, so everything the host has not pulled yet leaves as one message. */
-  dispose() {
+  /*
+   * Frida calls this as the process exits or execs (it hooks exit, _exit and
+   * abort), and when the script is unloaded. On exit and exec everything ada has
+   * not taken yet is handed over: with the RPC transport the rings die with the
+   * process, and through a relay (a portal, frida-server) a message sent while
+   * the process dies can be lost, so Frida's call waits (bounded) for ada's
+   * acknowledgement. On unload ada has drained already (it stopped first).
+   */
+  dispose(reason) {
     this.stop();
-    if (this.config !== null && this.config.shmPath === null)
-      send({ type: 'ada:final' }, this.pull([], this._pendingBytes(), []));
+    if (reason !== 'exit' && reason !== 'exec' || this.handedOver || this.stoppedByHost)
+      return null;  /* ada is finishing: it takes what is left itself, and acks nothing */
+    const acked = new Promise(resolve => {
+      const timer = setTimeout(() => resolve(false), HANDOVER_TIMEOUT_MS);
+      recv('ada:ack', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    this._sendHandover(reason, null);
+    if (reason === 'exit')
+      this._attachExitHooks();  /* stop() removed them; exit goes on to _exit */
+    return acked;
+  }
+
+  /*
+   * One handover message: why the process ends, the ring heads at this moment
+   * (what ada must have received for nothing to be lost) and, with the RPC
+   * transport, every ring byte not pulled yet.
+   */
+  _sendHandover(reason, crash) {
+    const L = this.layout;
+    const heads = [];
+    if (this.region !== null) {
+      for (let slot = 0; slot < this._registered(); slot++) {
+        const ctl = this._slot(this.region, slot);
+        heads.push([slot, ctl.add(L['slot.generation']).readU32(),
+                    ctl.add(L['slot.head']).readU64().toString(),
+                    ctl.add(L['slot.detail_head']).readU64().toString()]);
+      }
+    }
+    const rpcData = this.config !== null && this.config.shmPath === null && this.region !== null;
+    this.handedOver = true;
+    send({ type: 'ada:final', reason, crash, heads, exitStatus: this.exitStatus },
+         rpcData ? this.pull([], this._pendingBytes(), []) : null);
+  }
+
+  /* Wait, blocking this thread (not the JavaScript one), for the host's acknowledgement. */
+  _awaitAck() {
+    const flag = Memory.alloc(4);
+    recv('ada:ack', () => flag.writeU32(1));
+    if (this.waitFlagFn === undefined)
+      this.waitFlagFn = new NativeFunction(this.cm.ada_wait_flag, 'uint32', ['pointer', 'uint32']);
+    return this.waitFlagFn(flag, HANDOVER_TIMEOUT_MS) !== 0;
+  }
+
+  /*
+   * exit() and _exit(): their status is the process's exit status. Frida's own
+   * hook on them calls dispose() first, which hands the rings over; but a
+   * session that came through a portal is not disposed at exit (Frida keeps
+   * those apart), so the first of these calls hands them over if nobody has.
+   */
+  _attachExitHooks() {
+    const seen = new Set();
+    for (const name of ['exit', '_exit']) {
+      const address = Module.findGlobalExportByName(name);
+      if (address === null || seen.has(address.toString()))
+        continue;
+      seen.add(address.toString());
+      try {
+        Interceptor.attach(address, { onEnter: args => this._onExitCall(args[0].toInt32()) });
+      } catch (e) {
+      }
+    }
+  }
+
+  _onExitCall(status) {
+    if (this.exitStatus !== null)
+      return;  /* exit() calls _exit() with the same status */
+    this.exitStatus = status;
+    if (this.handedOver) {
+      send({ type: 'ada:exit-status', status });
+    } else {
+      if (this.region !== null)
+        this.region.add(this.layout['header.stop']).writeU32(1);
+      this._sendHandover('exit', null);
+    }
+    this._awaitAck();
+  }
+
+  /*
+   * A fatal signal (Process.setExceptionHandler: Frida calls this first, on the
+   * faulting thread). If the program has its own handler for the signal (ART and
+   * JVMs use SIGSEGV for null checks) it is not ours to judge: nothing is done.
+   * Otherwise the process is about to die: say how, hand the rings over, and
+   * let the signal take its course.
+   */
+  _onException(details) {
+    const signal = fatalSignal(details.type);
+    if (signal === null || this.crashed || this._programHandles(signal.numbers))
+      return false;
+    this.crashed = true;
+    const memory = details.memory || null;
+    const crash = {
+      signal: signal.name, type: details.type, address: details.address.toString(),
+      threadId: Process.getCurrentThreadId(),
+      memoryOperation: memory !== null ? memory.operation : null,
+      memoryAddress: memory !== null ? memory.address.toString() : null,
+    };
+    try {
+      this._sendHandover('crash', crash);
+      this._awaitAck();
+    } catch (e) {
+    }
+    return false;
+  }
+
+  /* Whether the program installed its own handler for any of these signals. */
+  _programHandles(numbers) {
+    if (this.sigactionFn === undefined) {
+      const address = Module.findGlobalExportByName('sigaction');
+      this.sigactionFn = address === null ? null
+        : new NativeFunction(address, 'int', ['int', 'pointer', 'pointer']);
+    }
+    if (this.sigactionFn === null)
+      return false;
+    const old = Memory.alloc(256);  /* larger than any platform's struct sigaction */
+    for (const n of numbers) {
+      if (this.sigactionFn(n, NULL, old) === 0) {
+        const handler = old.readPointer();
+        if (!handler.isNull() && !handler.equals(ptr(1)))  /* SIG_DFL 0, SIG_IGN 1 */
+          return true;
+      }
+    }
+    return false;
   }
 
   /* Ring bytes produced but not yet consumed by the host, over all slots. */
@@ -590,6 +766,12 @@ class AdaAgent {
         total += ctl.add(L['slot.detail_head']).readU64().toNumber() - dtail;
     }
     return total;
+  }
+
+  /* ada stops the recording: it drains what is left, and unloads this script. */
+  stopByHost() {
+    this.stoppedByHost = true;
+    return this.stop();
   }
 
   stop() {
@@ -623,9 +805,9 @@ rpc.exports = {
   resolve: (selection, triggers) => agent.resolve(selection, triggers),
   hook: () => agent.hook(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
-  stop: () => agent.stop(),
+  stop: () => agent.stopByHost(),
   /* For the tests: compile-check the hot path for platforms this host is not. */
   hotPathDefines: (platform, arch, facts) => hotPathDefines(platform, arch, facts),
   cmoduleBuiltins: () => CModule.builtins,
-  dispose: () => agent.dispose(),
+  dispose: reason => agent.dispose(reason),
 };

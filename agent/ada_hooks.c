@@ -113,7 +113,7 @@ typedef struct
   guint32 trigger_head;       /* entries reserved by producers */
   guint32 trigger_tail;       /* entries consumed by the host */
   guint32 triggers_coalesced; /* trigger calls within trigger_gap_ns of the last one */
-  guint32 reserved0;
+  guint32 unbacked_threads;   /* threads whose rings the shared memory had no room for */
   guint64 trigger_gap_ns;
   guint64 last_trigger_ns;
   guint32 clock_seq;          /* odd while ada_clock_pair rewrites the pair below */
@@ -122,6 +122,10 @@ typedef struct
   guint64 clock_base_ns;
   guint64 clock_pair_ticks;   /* latest pair, refreshed by the agent several times a second */
   guint64 clock_pair_ns;
+  guint64 unwound_calls;      /* hooked calls left without a return (longjmp, unwinding) */
+  guint32 terminate_tid;      /* a thread that called std::terminate inside hooked calls */
+  guint32 terminate_depth;    /* ... with this many hooked calls open */
+  guint64 terminate_fid;      /* ... the innermost of them */
 } RegionHeader;
 
 typedef struct
@@ -175,6 +179,7 @@ typedef struct
   guint64 cached_tail;        /* last tail read; refreshed only when the ring looks full */
   guint32 overflowed;         /* 1: no slot, events are counted in overflow_events */
   guint32 depth_extra;        /* calls deeper than the shadow stack holds */
+  guint32 stale_frames;       /* Frida records of calls left without a return (counted) */
   guint32 shadow_len;
   guint32 detail_count;       /* detail records written (the next detail_seq, --detail) */
   guint8 * detail_ring;
@@ -220,7 +225,7 @@ typedef struct
   guint32 detail_mode;
   guint32 stack_bytes;
   guint32 pid;
-  guint32 reserved;
+  gint region_fd;             /* the shared memory file, to reserve rings in; -1: none */
   TriggerEntry * triggers;
   FunctionTable * functions;  /* see ada_set_functions */
 } AdaState;
@@ -461,6 +466,22 @@ ada_heartbeat (void)
 }
 
 /*
+ * Wait until *flag is non-zero or timeout_ms have passed; returns the flag. The
+ * agent calls it from a thread that is handing its rings over as the process
+ * dies (a fatal signal, _exit): a NativeFunction call lets JavaScript run
+ * meanwhile, so the host's acknowledgement can set the flag.
+ */
+guint32
+ada_wait_flag (volatile guint32 * flag, guint32 timeout_ms)
+{
+  guint32 waited;
+
+  for (waited = 0; *flag == 0 && waited < timeout_ms; waited++)
+    g_usleep (1000);
+  return *flag;
+}
+
+/*
  * Raw-tick builds only (x86_64, where ADA_COMPILER_BARRIER and TSO make the
  * sequence count below a valid seqlock); elsewhere the agent never calls it.
  * Publish a (ticks, ns) pair of the hot path's clock and the OS clock: the
@@ -568,6 +589,11 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (clock_base_ns);
   ADA_HEADER (clock_pair_ticks);
   ADA_HEADER (clock_pair_ns);
+  ADA_HEADER (unbacked_threads);
+  ADA_HEADER (unwound_calls);
+  ADA_HEADER (terminate_tid);
+  ADA_HEADER (terminate_depth);
+  ADA_HEADER (terminate_fid);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);
@@ -598,8 +624,38 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.sizeof_state", sizeof (AdaState));
   ADA_LAYOUT ("agent.state_region", ADA_OFFSET (AdaState, region));
   ADA_LAYOUT ("agent.state_threads", ADA_OFFSET (AdaState, threads));
+  ADA_LAYOUT ("agent.state_region_fd", ADA_OFFSET (AdaState, region_fd));
   return n;
 }
+
+/*
+ * Shared memory is reserved a slot at a time, as threads first claim them: a
+ * page of a /dev/shm file that cannot be backed when first touched kills the
+ * process with SIGBUS, while a reservation that fails only means this thread
+ * is not recorded (counted, as a thread past --max-threads is).
+ */
+#ifdef ADA_RESERVE_RINGS
+extern int posix_fallocate (int fd, gint64 offset, gint64 len);
+
+static gboolean
+ada_reserve_rings (guint32 slot)
+{
+  AdaState * s = &ada_state;
+  RegionHeader * h = s->region;
+  gint64 index_bytes = (gint64) s->index_capacity * sizeof (IndexEvent);
+
+  if (s->region_fd < 0)
+    return TRUE;
+  if (posix_fallocate (s->region_fd, (gint64) h->index_rings_offset + slot * index_bytes,
+        index_bytes) != 0)
+    return FALSE;
+  return s->detail_capacity == 0 || posix_fallocate (s->region_fd,
+      (gint64) h->detail_rings_offset + (gint64) slot * s->detail_capacity,
+      (gint64) s->detail_capacity) == 0;
+}
+#else
+#define ada_reserve_rings(slot) TRUE
+#endif
 
 /*
  * A slot for a new thread: a fresh one while there are any, else one the host
@@ -620,15 +676,20 @@ ada_claim_slot (void)
   guint spins = 0;
   guint32 i, fresh, releases;
 
-  if (h->registered < h->max_threads)
+  while (h->registered < h->max_threads)
   {
     fresh = (guint32) g_atomic_int_add ((volatile gint *) &h->registered, 1);
-    if (fresh < h->max_threads)
+    if (fresh >= h->max_threads)
+      break;
+    if (!ada_reserve_rings (fresh))
     {
-      s->slots[fresh].claims = 1;
-      s->slots[fresh].generation = 1;
-      return (gint) fresh;
+      /* Never used (state 0): the host skips it and no thread claims it again. */
+      g_atomic_int_add ((volatile gint *) &h->unbacked_threads, 1);
+      return -1;
     }
+    s->slots[fresh].claims = 1;
+    s->slots[fresh].generation = 1;
+    return (gint) fresh;
   }
   for (;;)
   {
@@ -693,6 +754,7 @@ ada_register_thread (void)
   t->cached_tail = 0;
   t->overflowed = 0;
   t->depth_extra = 0;
+  t->stale_frames = 0;
   t->shadow_len = 0;
   t->detail_count = 0;
   t->detail_head = 0;
@@ -744,6 +806,30 @@ ada_fini (void)
     if (t == NULL) \
       t = ada_register_thread (); \
   } while (0)
+
+/*
+ * Calls were left without a return (a longjmp, or a tail call: the two look
+ * alike from here). Frida drops its record of a call unwound past, but not of
+ * one left by a longjmp whose caller calls again from the same frame: that
+ * record (~2.4 KB) stays for good. Frida's invocation stack deeper than the
+ * calls open here is such records; count each once, as the excess first grows
+ * (a tail call's record goes when the call returns, and is taken back then: see
+ * ada_on_leave).
+ * Off the per-call path: only when open calls were found left.
+ */
+static void
+ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
+{
+  guint frida = gum_invocation_context_get_depth (ic);  /* Frida's records below this call */
+  guint ours = t->shadow_len + t->depth_extra;
+
+  if (frida > ours + t->stale_frames)
+  {
+    g_atomic_pointer_add ((volatile gssize *) &ada_state.region->unwound_calls,
+        (gssize) (frida - ours - t->stale_frames));
+    t->stale_frames = frida - ours;
+  }
+}
 
 /* function_id of the hooked function: the table, else Frida's data (a function hooked
  * before its table was published). */
@@ -956,9 +1042,12 @@ ada_on_enter (GumInvocationContext * ic)
   ADA_FUNCTION_ID (ic, fid);
   /* Frames at or below this sp have been left without a return (longjmp,
    * exception unwinding, a tail call): they are not open any more. */
-  if (t->depth_extra == 0)
+  if (t->depth_extra == 0 && t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] <= sp)
+  {
     while (t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] <= sp)
       t->shadow_len--;
+    ada_count_stale_frames (t, ic);
+  }
   depth = t->shadow_len + t->depth_extra;
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
@@ -1025,7 +1114,14 @@ ada_on_leave (GumInvocationContext * ic)
     depth = t->shadow_len;
   }
   if (!matched)  /* no matching CALL entry (deep recursion, a tail call): look it up */
+  {
     ADA_FUNCTION_ID (ic, fid);
+    if (t->stale_frames > 0)  /* a tail call returning: its record was not stale after all */
+    {
+      t->stale_frames--;
+      g_atomic_pointer_add ((volatile gssize *) &ada_state.region->unwound_calls, -1);
+    }
+  }
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
     ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, depth,
@@ -1038,6 +1134,25 @@ ada_on_leave (GumInvocationContext * ic)
     ada_emit_with_detail (t, ic, now, fid,
         ADA_EVENT_RETURN, depth, ret);
   }
+}
+
+/*
+ * std::terminate was called. With hooked calls open on this thread, that is
+ * most likely a C++ exception that could not unwind through one of them
+ * (Frida's return trampolines have no unwind information): say which.
+ */
+void
+ada_on_terminate (GumInvocationContext * ic)
+{
+  RegionHeader * h = ada_state.region;
+  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+
+  (void) ic;
+  if (t == NULL || t->overflowed || t->shadow_len + t->depth_extra == 0)
+    return;
+  h->terminate_depth = t->shadow_len + t->depth_extra;
+  h->terminate_fid = t->shadow_len > 0 ? t->shadow_fid[t->shadow_len - 1] : 0;
+  h->terminate_tid = t->tid;
 }
 
 /*

@@ -13,7 +13,8 @@ sys.path.insert(0, str(TESTS))
 
 @pytest.fixture(scope="session")
 def target_bin(tmp_path_factory):
-    """build(name) -> path of tests/targets/<name>.c compiled with gcc (exported symbols)."""
+    """build(name) -> path of tests/targets/<name>.c compiled with gcc, or <name>.cpp with g++
+    (exported symbols)."""
     out = tmp_path_factory.mktemp("targets")
     built: dict[str, Path] = {}
     if shutil.which("gcc") is None:
@@ -22,8 +23,15 @@ def target_bin(tmp_path_factory):
     def build(name: str) -> Path:
         if name not in built:
             exe = out / name
-            subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-pthread", "-o", str(exe),
-                            str(TESTS / "targets" / f"{name}.c")], check=True)
+            source = TESTS / "targets" / f"{name}.c"
+            compiler = "gcc"
+            if not source.exists():  # a C++ target
+                source, compiler = source.with_suffix(".cpp"), "g++"
+                if shutil.which("g++") is None:
+                    pytest.fail("g++ is required to build tests/targets/*.cpp "
+                                "(scripts/test.sh installs it)")
+            subprocess.run([compiler, "-O1", "-g", "-rdynamic", "-pthread", "-o", str(exe),
+                            str(source)], check=True)
             built[name] = exe
         return built[name]
 

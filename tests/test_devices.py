@@ -75,11 +75,16 @@ def portal():
         p.stop()
 
 
-def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
+@pytest.mark.parametrize("calls,threads,ending", [
+    (1000, 0, "exit:0"),  # exits at once after its calls: the rings go over as it exits
+    (20000, 8, "exit:5"),
+    (20000, 4, "segv"),  # crashes: the rings go over from the fault handler
+])
+def test_remote_device_on_loopback_delivers_everything_at_the_end(tmp_path, target_bin, portal,
+                                                                    calls, threads, ending):
     cluster, control = portal.cluster, portal.control
-    n = 5000
-    gate, exit_gate = tmp_path / "gate", tmp_path / "exit-gate"
-    target = subprocess.Popen([target_bin("exact_calls"), str(n), "0", str(gate), str(exit_gate)],
+    gate = tmp_path / "gate"
+    target = subprocess.Popen([target_bin("ends"), str(calls), str(threads), ending, str(gate)],
                               stdout=subprocess.PIPE, text=True)
     # Attach only once the target is running main(): injecting into a process still starting
     # up can abort it.
@@ -89,7 +94,7 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
     joiner.join_portal(f"127.0.0.1:{cluster}")
     ada = subprocess.Popen(ada_command("trace", "-o", tmp_path,
                             "-H", f"127.0.0.1:{control}", "-p", str(target.pid),
-                            "-i", "exact_calls!work"),
+                            "-i", "ends!work"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         deadline = time.monotonic() + 60
@@ -98,12 +103,8 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
                 assert "rpc transport" in line
                 break
             assert time.monotonic() < deadline, "ada never started recording"
-        gate.touch()
-        # Like a real app, the target lives on after its calls; once every event has come
-        # over the remote link into the index file, it may exit.
-        wait_for_index_events(tmp_path, 2 * n, timeout=60)
-        exit_gate.touch()
-        assert target.wait(timeout=60) == 0
+        gate.touch()  # the target calls, then ends at once: nothing keeps it alive for ada
+        target.wait(timeout=60)
         stdout, stderr = ada.communicate(timeout=60)
     finally:
         for p in (ada, target):
@@ -117,9 +118,16 @@ def test_remote_device_on_loopback_exact_count(tmp_path, target_bin, portal):
     s = atf.open_session(stdout.strip().splitlines()[-1])
     assert s.manifest["device"]["type"] == "remote"
     assert s.manifest["transport"]["kind"] == "rpc"
-    work = function_events(s, "work")[0]
-    assert len(work) == 2 * n
-    assert np.array_equal(work["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], n))
+    work = function_events(s, "work")
+    assert sorted(len(ev) for ev in work.values()) == [2 * calls] * max(threads, 1)
+    for ev in work.values():
+        assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], calls))
+    end = s.manifest["end"]
+    assert end["clean"] is True and end["undelivered_events"] == 0
+    if ending == "segv":
+        assert end["reason"] == "target-crashed" and end["crash"]["signal"] == "SIGSEGV"
+    else:
+        assert end["reason"] == "target-exited" and end["exit_status"] == int(ending[5:])
     assert_verify_clean(s.path)
 
 

@@ -472,7 +472,8 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
              t["drops"]) for t in m["threads"]] == [(0, 601, 4, 4, True, 0),
                                                     (1, 602, 6, 0, False, 2)]
     assert m["drops"] == {"policy": "wait", "index": 2, "waits": 0, "wait_ms": 0.0,
-                          "overflow_threads": 0, "overflow_events": 0, "max_threads": 1024}
+                          "overflow_threads": 0, "overflow_events": 0, "max_threads": 1024,
+                          "unbacked_threads": 0, "unwritten_events": 0}
     assert [(x["module_id"], x["name"], x["added_ns"]) for x in m["modules"]] == [
         (0, "demo", 500), (1, "libc.so.6", 700)]
     assert [(x["function_id"], x["name"], x["added_ns"]) for x in m["symbols"]] == [
@@ -482,7 +483,9 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
                            "io": "auto", "captured_bytes": 4 * RECORD, "dropped": 0,
                            "unlinked_at_end": 0}
     assert m["clock_source"] == {"hot_path": "os"} and m["triggers"] == m["windows"] == []
-    assert m["end"] == {"clean": True, "reason": "target-exited", "crash": None}
+    assert m["end"] == {"clean": True, "reason": "target-exited", "crash": None,
+                        "exit_status": None, "undelivered_events": 0,
+                        "undelivered_detail_bytes": 0}
     writer.write_manifest(m)
     s = atf.open_session(writer.path)
     assert s.symbol_names() == {0: "main", 1 << 32: "open"}
@@ -500,7 +503,8 @@ def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
              "clock": {"hot_path": "os"}}
     rpc = {"pulls": 9, "bytes": 100, "mb_per_s": 0.01, "last_error": None}
     m = build_manifest(facts(options, transport="rpc", clean=False, end_reason="target-crashed",
-                             crash="SIGSEGV", parent_pid=70, origin="fork",
+                             crash={"signal": "SIGSEGV"}, undelivered=None, parent_pid=70,
+                             origin="fork",
                              children=[{"pid": 80, "origin": "fork", "followed": False}]),
                        drain, sink.summary(), rpc)
     assert (m["process"]["parent_pid"], m["process"]["origin"]) == (70, "fork")
@@ -514,7 +518,9 @@ def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
         "triggers_coalesced": 3}
     assert m["transport"] == {"kind": "rpc", **rpc}
     assert m["drops"]["overflow_threads"] == 1 and m["drops"]["overflow_events"] == 5
-    assert m["end"] == {"clean": False, "reason": "target-crashed", "crash": "SIGSEGV"}
+    assert m["end"] == {"clean": False, "reason": "target-crashed", "crash": {"signal": "SIGSEGV"},
+                        "exit_status": None, "undelivered_events": None,
+                        "undelivered_detail_bytes": None}
 
 
 # --- the layout check and the --detail-io policy -----------------------------------------------

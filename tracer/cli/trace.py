@@ -27,6 +27,13 @@ positive_float = number(float, above=0)
 non_negative_float = number(float, minimum=0)
 stack_bytes = number(int, minimum=0, maximum=256)
 positive_int = number(int, minimum=1)
+# What one recording may ask of the machine: each thread slot costs the target ~2 KB of state
+# beside its rings, and the rings of every slot together are address space in the target.
+MAX_THREADS = 16384
+MAX_RING_KB = 1 << 20  # 1 GiB per ring
+MAX_REGION_BYTES = 1 << 40
+thread_count = number(int, minimum=1, maximum=MAX_THREADS)
+ring_kb = number(int, minimum=1, maximum=MAX_RING_KB)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,16 +66,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--on-full", choices=("wait", "drop"), default="wait",
                    help="when a thread's ring is full: wait for the drain (lossless, default) "
                    "or drop and count the event")
-    g.add_argument("--max-threads", type=positive_int, default=1024, metavar="N",
-                   help="threads that hold a ring at once (default 1024; a thread that ends "
-                   "gives its ring back); a thread that starts while all are held is counted, "
-                   "with its events, as dropped")
-    g.add_argument("--ring-kb", type=positive_int, default=1024, metavar="KB",
-                   help="index ring size per thread in KiB, a power of two (default 1024 = "
-                   "32768 events)")
+    g.add_argument("--max-threads", type=thread_count, default=1024, metavar="N",
+                   help="threads that hold a ring at once, 1..16384 (default 1024; a thread "
+                   "that ends gives its ring back); a thread that starts while all are held, "
+                   "or finds no room in /dev/shm, is counted with its events as dropped")
+    g.add_argument("--ring-kb", type=ring_kb, default=1024, metavar="KB",
+                   help="index ring size per thread in KiB, a power of two up to 1048576 "
+                   "(default 1024 = 32768 events)")
     g.add_argument("--transport", choices=("auto", "shm", "rpc"), default="auto",
                    help="how rings reach ada: shared memory (local device only) or pulled over "
-                   "Frida's channel; auto picks shm locally, rpc elsewhere")
+                   "Frida's channel; auto picks shm locally (rpc if /dev/shm cannot hold one "
+                   "thread's rings), rpc elsewhere")
     g.add_argument("--clock-source", choices=("auto", "os"), default="auto",
                    help="how the hot path reads time: auto uses the CPU's time-stamp counter "
                    "where the kernel's clock runs on it (x86_64 Linux), converted to "
@@ -108,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "straight to the disk (O_DIRECT, Linux) for a thread past 32 MiB of detail "
                    "once the kernel starts writing back dirty pages; direct goes straight to "
                    "the disk from the start; cached never does")
-    d.add_argument("--detail-ring-kb", type=positive_int, default=4096, metavar="KB",
+    d.add_argument("--detail-ring-kb", type=ring_kb, default=4096, metavar="KB",
                    help="detail ring per thread in KiB, a power of two (default 4096)")
     p.set_defaults(run=run, parser=p)
 
@@ -161,6 +169,11 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
     if detail_ring & (detail_ring - 1):
         parser.error(f"--detail-ring-kb {args.detail_ring_kb}: must be a power of two")
     window = args.pre_roll_ms is not None or args.post_roll_ms is not None
+    rings = args.max_threads * (ring_bytes + (detail_ring if args.detail or window else 0))
+    if rings > MAX_REGION_BYTES:
+        parser.error(f"--max-threads {args.max_threads} threads x their rings is "
+                     f"{rings / (1 << 40):.1f} TiB of address space in the target; at most 1 TiB "
+                     "(lower --max-threads, --ring-kb or --detail-ring-kb)")
     if window and args.detail:
         parser.error("--detail persists everything; it does not combine with "
                      "--pre-roll-ms/--post-roll-ms")
@@ -180,6 +193,8 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
 
 def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:
     """Each process's warnings and directory; the target's directory is the last line."""
+    from ..record.recorder import describe_crash
+
     for other in recording.results:
         if other is not result:
             for w in other.warnings:
@@ -188,14 +203,14 @@ def _report(recording: Recording, result: RecordingResult, status: StatusLine) -
         status.warn(w)
     for recorder in recording.recorders:
         if recorder.crash:
-            status.warn(f"pid {recorder.pid} crashed: {recorder.crash}")
+            status.warn(f"pid {recorder.pid} crashed: {describe_crash(recorder.crash)}")
     for other in recording.results:
         if other is not result:
             print(other.path, flush=True)
     print(result.path, flush=True)
     if result.end_reason.startswith(("error", "connection-lost", "detached")):
         raise CliError(f"recording ended early ({result.end_reason}); what was recorded is "
-                       f"finalized in {result.path}")
+                       f"finalized in {result.path} ({result.events:,} events kept)")
     if result.functions == 0:
         raise CliError("no function matched the selection while the target ran; nothing was "
                        "traced")
@@ -277,5 +292,9 @@ class StatusLine:
             extra += (f"; the target waited {p.wait_ns / 1e6:,.1f} ms in all for ada to make "
                       "room in full rings")
         processes = f" of {p.processes} processes" if p.processes > 1 else ""
+        if p.undelivered is None:
+            extra += "; the target's last events were lost with it (how many is unknown)"
+        elif p.undelivered:
+            extra += f"; {p.undelivered:,} events lost with the target's rings at its end"
         print(f"ada: recorded {p.events:,} events from {p.threads} thread(s){processes} in "
               f"{p.elapsed_s:.1f}s, {p.drops:,} dropped{extra}", file=sys.stderr, flush=True)

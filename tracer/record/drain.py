@@ -248,7 +248,32 @@ class Drain(threading.Thread):
         for slot, binding in list(self._bindings.items()):  # one step: the drain adds to it
             counts = self.counts[binding.thread]
             counts.waits, counts.wait_ns = self.rings.waits(slot)
+            counts.drops = self.rings.drops(slot)  # still counted after a failed drain
+            if self.sink is not None:
+                counts.detail_drops = self.rings.detail_drops(slot)
         return self.counts
+
+    def unwritten(self) -> int:
+        """Index events still in the rings that no writer took: 0 after a finish(), the
+        events a failed drain left behind otherwise."""
+        return sum(max(0, self.rings.head(slot) - binding.tail)
+                   for slot, binding in list(self._bindings.items()))
+
+    def shortfall(self, heads: list[list[Any]]) -> tuple[int, int]:
+        """Index events and detail bytes the producers had written (their heads, as the agent
+        reported them at the end: [slot, generation, head, detail_head]) that never reached
+        the writers."""
+        events = detail = 0
+        for slot, generation, head, detail_head in heads:
+            if self._released.get(slot) == generation:
+                continue  # drained and freed
+            binding = self._bindings.get(slot)
+            tail, detail_tail = (binding.tail, binding.detail_tail) \
+                if binding is not None and binding.generation == generation else (0, 0)
+            events += max(0, int(head) - tail)
+            if self.sink is not None:
+                detail += max(0, int(detail_head) - detail_tail)
+        return events, detail
 
     def summary(self) -> dict[str, Any]:
         """What the drain saw, for the manifest: per thread, the losses and waits, the clock."""
@@ -267,9 +292,16 @@ class Drain(threading.Thread):
             "time_range": [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges
             else None,
             "index_drops": sum(c.drops for c in counts),
+            "unwritten_events": self.unwritten(),
             "waits": sum(c.waits for c in counts),
             "wait_ms": round(sum(c.wait_ns for c in counts) / 1e6, 3),
             "overflow_threads": rings.overflow_threads, "overflow_events": rings.overflow_events,
+            "unbacked_threads": rings.header("unbacked_threads"),
+            "unwound_calls": rings.header("unwound_calls"),
+            "terminate": None if rings.header("terminate_tid") == 0 else {
+                "thread_id": rings.header("terminate_tid"),
+                "open_calls": rings.header("terminate_depth"),
+                "function_id": rings.header("terminate_fid")},
             "detail_bytes": stats.detail_bytes,
             "detail_drops": sum(c.detail_drops for c in counts),
             "triggers_coalesced": rings.triggers_coalesced, "triggers_lost": stats.triggers_lost,

@@ -54,6 +54,13 @@ class HookedFunctions:
         entry = self.triggers.get(trigger_id)
         return entry["name"] if entry else None
 
+    def function_name(self, function_id: int) -> str | None:
+        with self._lock:
+            for f in self.functions:
+                if int(f["functionId"], 16) == function_id:
+                    return f"{f['module']}!{f['name']}"
+        return None
+
     def never_matched(self) -> list[str]:
         """The include items (as typed) that matched no function over the whole run."""
         with self._lock:

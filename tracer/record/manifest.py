@@ -38,7 +38,9 @@ class RecordingFacts:
     ended_at: _dt.datetime
     clean: bool
     end_reason: str
-    crash: str | None = None
+    crash: dict[str, Any] | None = None  # signal, address, thread... (agent/ada_agent.js)
+    exit_status: int | None = None
+    undelivered: tuple[int, int] | None = (0, 0)  # events, detail bytes; None: unknown
     parent_pid: int | None = None  # a followed child: the traced process it forked from
     origin: str | None = None  # None for the target; "fork", "exec", ... for the others
     children: list[dict[str, Any]] | None = None  # {"pid", "origin", "followed"} seen
@@ -74,7 +76,11 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "threads": drain["threads"],
         "drops": {"policy": o.on_full, "index": drain["index_drops"], "waits": drain["waits"],
                   "wait_ms": drain["wait_ms"], "overflow_threads": drain["overflow_threads"],
-                  "overflow_events": drain["overflow_events"], "max_threads": o.max_threads},
+                  "overflow_events": drain["overflow_events"], "max_threads": o.max_threads,
+                  "unbacked_threads": drain.get("unbacked_threads", 0),
+                  "unwritten_events": drain.get("unwritten_events", 0)},
+        "unwinding": {"unwound_calls": drain.get("unwound_calls", 0),
+                      "terminate": drain.get("terminate")},
         **modules_and_symbols(facts.hooked["functions"], facts.hooked["unloaded"]),
         "hook_failures": facts.hooked["failures"],
         "never_matched": facts.never_matched,
@@ -85,7 +91,11 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "detail": detail_settings(o, drain, sink),
         "triggers": sink.get("triggers", []),
         "windows": sink.get("windows", []),
-        "end": {"clean": facts.clean, "reason": facts.end_reason, "crash": facts.crash},
+        "end": {"clean": facts.clean, "reason": facts.end_reason, "crash": facts.crash,
+                "exit_status": facts.exit_status,
+                "undelivered_events": facts.undelivered[0] if facts.undelivered else None,
+                "undelivered_detail_bytes": facts.undelivered[1] if facts.undelivered
+                else None},
     }
 
 

@@ -25,8 +25,8 @@ from .detail_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain
 from .options import ProcessPlace, TraceOptions
-from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry, RingReader,
-                    SharedRegion, check_layout, clock_ns)
+from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
+                    RegionSpaceError, RingReader, SharedRegion, check_layout, clock_ns)
 from .transport import PULL_FORMAT, RpcMirror
 
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
@@ -46,12 +46,21 @@ def agent_sources() -> tuple[str, str]:
 class Pipeline:
     """Ring region -> drain -> writers and detail sink, for one recording."""
 
-    def __init__(self, options: TraceOptions, transport: str) -> None:
+    def __init__(self, options: TraceOptions, transport: str,
+                 info: Callable[[str], None] = lambda m: None) -> None:
         self.options = o = options
         self.transport = transport  # "shm" or "rpc"
         detail_capacity = o.detail_ring_bytes if o.detail != "off" else 0
         self.geometry = RegionGeometry(o.max_threads, o.ring_events, detail_capacity)
-        self.region = SharedRegion(self.geometry) if transport == "shm" else None
+        self.region: SharedRegion | None = None
+        if transport == "shm":
+            try:
+                self.region = SharedRegion(self.geometry)
+            except RegionSpaceError as e:
+                if o.transport == "shm":  # asked for by name
+                    raise
+                info(f"{e}: the rings go over Frida's channel instead (the rpc transport)")
+                self.transport = "rpc"
         self.mirror: RpcMirror | None = None
         self.writer: SessionWriter | None = None
         self.sink: DetailSink | None = None
@@ -75,6 +84,8 @@ class Pipeline:
             "detailRingsOffset": str(g.detail_rings_offset), "pull": PULL_FORMAT,
         })
         check_layout(facts["layout"])
+        if self.region is not None:
+            self.region.unlink()  # both sides have it mapped: nothing outlives them in /dev/shm
         return facts
 
     def connect(self, script: Any, facts: dict[str, Any], *, pid: int, os_id: int,
@@ -108,6 +119,7 @@ class Pipeline:
         self.drain.finish()
 
     def close(self) -> None:
-        """Remove the region's file in shared memory (mappings of it stay valid)."""
+        """Remove the region's file in shared memory if a failed start left it (mappings of
+        it stay valid)."""
         if self.region is not None:
-            self.region.close()
+            self.region.unlink()

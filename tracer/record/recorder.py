@@ -34,6 +34,9 @@ from .selection import describe_selection
 from .transport import resolve_transport
 
 
+MANIFEST_ROOM_BYTES = 256 << 10  # held on the disk for the final manifest, + 1 KiB a function
+
+
 @dataclass
 class Progress:
     elapsed_s: float
@@ -46,6 +49,7 @@ class Progress:
     transport_bytes_per_s: float | None = None
     wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
     processes: int = 1  # traced processes (the target, its children, new images after exec)
+    undelivered: int | None = 0  # events left in a dead target's rings (None: count unknown)
 
 
 @dataclass
@@ -76,7 +80,12 @@ class Recorder:
         self.info = info
         self.stop_event = threading.Event()
         self.stop_reason = "interrupted"
-        self.crash: str | None = None
+        self.crash: dict[str, Any] | None = None  # how the target died, if it crashed
+        self.exit_status: int | None = None
+        self.handover: dict[str, Any] | None = None  # the agent's last words (ada:final)
+        # Left in the target's rings at its end and never received (events, detail bytes);
+        # None when the target died without saying how much (set by stop()).
+        self.undelivered: tuple[int, int] | None = (0, 0)
         self.pid: int | None = None
         self.spawned = False
         self.suspended = False  # spawned, or a child held at its fork or exec: resume in start()
@@ -101,11 +110,14 @@ class Recorder:
 
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
-        if crash is not None:
-            self.crash = getattr(crash, "summary", str(crash))
+        if crash is not None and self.crash is None:  # Frida's own crash report (Darwin...)
+            self.crash = {"summary": getattr(crash, "summary", str(crash))}
+        if self.crash is not None:
             self.request_stop("target-crashed")
         elif reason == "process-terminated":
-            self.request_stop("target-exited")
+            # Without a handover the process neither called exit nor died of a fault the
+            # agent saw: a signal it does not handle (SIGKILL, SIGTERM) or a raw exit syscall.
+            self.request_stop("target-exited" if self.handover is not None else "target-killed")
         elif reason == "process-replaced":
             self.request_stop("exec")  # the new image is traced anew (see recording.py)
         else:
@@ -120,8 +132,18 @@ class Recorder:
             mirror = self.pipeline.mirror if self.pipeline else None
             if kind == "agent:warning":
                 self.warn(str(payload.get("message")))
-            elif kind == "ada:final" and data is not None and mirror is not None:
-                mirror.queue_final(data)
+            elif kind == "ada:final":  # the process is exiting, exec'ing or crashing
+                if data is not None and mirror is not None:
+                    mirror.queue_final(data)
+                self.handover = payload
+                if payload.get("exitStatus") is not None:
+                    self.exit_status = int(payload["exitStatus"])
+                if payload.get("crash"):
+                    self.crash = payload["crash"]
+                self._acknowledge()
+            elif kind == "ada:exit-status":
+                self.exit_status = int(payload["status"])
+                self._acknowledge()
             elif kind == "ada:module-loaded":
                 self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
                                 payload["hits"])
@@ -130,6 +152,14 @@ class Recorder:
                              if payload["triggers"] else ""))
             elif kind == "ada:module-unloaded":
                 self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
+
+    def _acknowledge(self) -> None:
+        """Let a dying target go on: what it handed over is queued here."""
+        try:
+            if self.script is not None:
+                self.script.post({"type": "ada:ack"})
+        except FRIDA_ERRORS:
+            pass  # gone already
 
     # --- the recording ------------------------------------------------------------
 
@@ -145,6 +175,7 @@ class Recorder:
                                   os_id=_os_code(self.device, self.agent_info),
                                   started=self.started_at, place=self.place,
                                   on_function_trigger=self._on_function_trigger)
+            self._write_first_manifest()
         except FRIDA_ERRORS as e:
             # Worded before _abandon, which kills a spawned target.
             message = explain_attach_error(e, self.device, self.target, self.pid, self._detached)
@@ -153,6 +184,19 @@ class Recorder:
         except (TracerError, AtfError, KeyboardInterrupt):
             self._abandon()  # Ctrl-C while attaching leaves no suspended target behind
             raise
+
+    def _write_first_manifest(self) -> None:
+        """manifest.json from the start (a session cut short by anything still has one), and
+        room held on the disk for the last one (see stop())."""
+        pipeline = self.pipeline
+        assert pipeline is not None and pipeline.writer is not None and pipeline.drain is not None
+        manifest = build_manifest(
+            self._facts(_dt.datetime.now(), False, "recording"), pipeline.drain.summary(),
+            self._sink_summary(), pipeline.mirror.summary() if pipeline.mirror else None)
+        del manifest["threads"]  # none yet: until the end, readers find them by scanning
+        pipeline.writer.write_manifest(manifest)
+        pipeline.writer.reserve_manifest_room(MANIFEST_ROOM_BYTES
+                                              + 1024 * len(self.hooked.functions))
 
     def _attach(self) -> None:
         kind, value = self.target.kind, self.target.value
@@ -181,7 +225,8 @@ class Recorder:
                                                  runtime="qjs")
         self.script.on("message", self._on_message)
         self.script.load()
-        self.pipeline = Pipeline(self.options, self.transport)
+        self.pipeline = Pipeline(self.options, self.transport, self.info)
+        self.transport = self.pipeline.transport
         self.agent_info = self.pipeline.init_agent(
             self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device))
         info = self.agent_info
@@ -228,8 +273,11 @@ class Recorder:
 
     def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.pipeline is not None and self.pipeline.flight is not None
+        # The name may not be known yet: the trigger can fire before the message saying its
+        # module loaded is handled here. _sink_summary() names it at the end.
         self.pipeline.flight.trigger(timestamp_ns, "function", tid=tid,
-                                     function=self.hooked.trigger_name(trigger_id))
+                                     function=self.hooked.trigger_name(trigger_id),
+                                     trigger_id=trigger_id)
 
     def trigger_now(self, kind: str) -> None:
         """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
@@ -273,12 +321,14 @@ class Recorder:
         # Dropped: events lost to full rings (drop policy, or a silent drain) and the events of
         # threads that found no free ring (--max-threads).
         drops = (sum(c.drops + c.detail_drops for c in counts)
-                 + drain.rings.overflow_events)
+                 + drain.rings.overflow_events
+                 + (drain.unwritten() if drain.failed.is_set() else 0))
         return Progress(elapsed, stats.events, stats.threads, drops, stats.detail_bytes,
                         len(flight.windows) if flight else 0,
                         flight.truncated_ns if flight else 0,
                         mirror.throughput() if mirror else None,
-                        sum(c.wait_ns for c in counts))
+                        sum(c.wait_ns for c in counts),
+                        undelivered=self.undelivered[0] if self.undelivered else None)
 
     def stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""
@@ -310,18 +360,39 @@ class Recorder:
             warnings.append(f"could not finish every file: {e}")
             if error is None:
                 self.stop_reason = f"error: {e}"
-        clean = self.stop_reason in ("interrupted", "duration", "target-exited", "terminated",
-                                     "exec")
-        writer.write_manifest(build_manifest(
-            self._facts(ended_at, clean), drain.summary(),
-            pipeline.sink.summary() if pipeline.sink else None,
-            pipeline.mirror.summary() if pipeline.mirror else None))
+        self.undelivered = self._undelivered()
+        if self.undelivered is None:
+            warnings.append("the target ended without handing over its rings (killed?): the "
+                            "events it recorded after ada's last pull are lost, how many is "
+                            "unknown")
+        elif any(self.undelivered):
+            warnings.append(f"{self.undelivered[0]:,} event(s) and {self.undelivered[1]:,} "
+                            "detail byte(s) were still in the target's rings when it ended and "
+                            "could not be delivered")
+        summary = drain.summary()
+        warnings.extend(self._hook_side_effects(summary))
+        if summary["unwritten_events"]:
+            warnings.append(f"{summary['unwritten_events']:,} event(s) were left in the rings "
+                            "when the recording stopped, unwritten")
+        lost = (summary["index_drops"] + summary["overflow_events"] + summary["detail_drops"]
+                + summary["unwritten_events"]
+                + (self.undelivered[0] + self.undelivered[1] if self.undelivered else 1))
+        clean = lost == 0 and self.stop_reason in (
+            "interrupted", "duration", "target-exited", "target-crashed", "target-killed",
+            "terminated", "exec")
+        try:
+            writer.write_manifest(build_manifest(
+                self._facts(ended_at, clean), summary, self._sink_summary(),
+                pipeline.mirror.summary() if pipeline.mirror else None), final=True)
+        except AtfError as e:  # the one written at the start stays
+            warnings.append(f"could not write the final manifest: {e}")
         self._detach()
         pipeline.close()
         return RecordingResult(writer.path, self.pid, self.stop_reason, clean,
                                drain.stats.events, len(self.hooked.functions), warnings)
 
-    def _facts(self, ended_at: _dt.datetime, clean: bool) -> RecordingFacts:
+    def _facts(self, ended_at: _dt.datetime, clean: bool,
+               end_reason: str | None = None) -> RecordingFacts:
         writer = self.pipeline.writer if self.pipeline else None
         assert writer is not None
         return RecordingFacts(
@@ -331,8 +402,54 @@ class Recorder:
             clock_type=writer.clock_type, transport=self.transport,
             frida_version=frida.__version__, hooked=self.hooked.snapshot(),
             never_matched=self.hooked.never_matched(), started_at=self.started_at,
-            ended_at=ended_at, clean=clean, end_reason=self.stop_reason, crash=self.crash,
+            ended_at=ended_at, clean=clean, end_reason=end_reason or self.stop_reason,
+            crash=self.crash,
+            exit_status=self.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children)
+
+    def _sink_summary(self) -> dict[str, Any] | None:
+        """The detail sink's summary, its function triggers named."""
+        sink = self.pipeline.sink if self.pipeline else None
+        if sink is None:
+            return None
+        summary = sink.summary()
+        for trigger in summary.get("triggers", []):
+            if "trigger_id" in trigger:
+                trigger_id = trigger.pop("trigger_id")
+                trigger["function"] = trigger["function"] or self.hooked.trigger_name(trigger_id)
+        return summary
+
+    def _hook_side_effects(self, summary: dict[str, Any]) -> list[str]:
+        """What the target went through because of the hooks or the rings, in ada's words."""
+        out = []
+        if summary["unbacked_threads"]:
+            out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings "
+                       "in /dev/shm (it is full): their events are counted as dropped; use "
+                       "--transport rpc, a smaller --ring-kb, or a larger /dev/shm")
+        if summary["unwound_calls"]:
+            out.append(f"{summary['unwound_calls']:,} hooked call(s) were left by longjmp "
+                       "without a return, and Frida keeps about 2.4 KB in the target for each "
+                       "until it exits: exclude (-x) the functions longjmp leaves if the "
+                       "target's memory grows")
+        terminate = summary["terminate"]
+        if terminate is not None:
+            name = self.hooked.function_name(terminate["function_id"]) or \
+                f"function {terminate['function_id']:#x}"
+            out.append(f"thread {terminate['thread_id']} called std::terminate inside "
+                       f"{terminate['open_calls']} hooked call(s), the innermost {name}: a C++ "
+                       "exception cannot unwind through a function Frida hooks; exclude it "
+                       f"(-x '{name}') to let the exception through")
+        return out
+
+    def _undelivered(self) -> tuple[int, int] | None:
+        """What the target's rings held at its end that never reached the files."""
+        assert self.pipeline is not None and self.pipeline.drain is not None
+        if self.handover is not None:
+            return self.pipeline.drain.shortfall(self.handover["heads"])
+        if self.pipeline.mirror is not None and self.stop_reason in (
+                "target-exited", "target-crashed", "target-killed", "exec"):
+            return None  # the rings died with the process, and nobody counted them
+        return 0, 0
 
     def _detach(self) -> None:
         try:
@@ -359,6 +476,16 @@ class Recorder:
                 pass
         if self.pipeline is not None:
             self.pipeline.close()
+
+
+def describe_crash(crash: dict[str, Any]) -> str:
+    """One line for how the target died: signal, faulting address, thread."""
+    if "signal" not in crash:
+        return str(crash.get("summary"))
+    text = f"{crash['signal']} at {crash['address']}"
+    if crash.get("memoryAddress") is not None:
+        text += f" ({crash['memoryOperation']} of {crash['memoryAddress']})"
+    return text + f" in thread {crash['threadId']}"
 
 
 def resolve_toolchain(choice: str, device: frida.core.Device) -> str:

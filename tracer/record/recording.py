@@ -206,6 +206,8 @@ class Recording:
             total.windows += p.windows
             total.truncated_ns += p.truncated_ns
             total.wait_ns += p.wait_ns
+            total.undelivered = None if total.undelivered is None or p.undelivered is None \
+                else total.undelivered + p.undelivered
             if p.transport_bytes_per_s is not None:
                 total.transport_bytes_per_s = (total.transport_bytes_per_s or 0.0) \
                     + p.transport_bytes_per_s

@@ -6,7 +6,12 @@ its offsets from that report, and `check_layout` compares the whole report with 
 declared here (LAYOUT), so the three cannot drift apart silently.
 
 Local device: the region is a file in /dev/shm (mode 0600, unique name), mapped
-by the agent and by this process. Rings survive a crash of the target.
+by the agent and by this process, and unlinked as soon as both have it: nothing is
+left in /dev/shm whatever becomes of either process. Rings survive a crash of the
+target. The header and slot controls are reserved when the file is made, each
+thread's rings as the thread first claims a slot (ada_reserve_rings): a page that
+cannot be backed would kill the target with SIGBUS, a failed reservation only
+leaves that thread unrecorded, and counted.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ def _struct(size: int, fields: list[tuple[str, str, int]]) -> np.dtype:
 
 
 # RegionHeader (agent/ada_hooks.c): the fields the host or the agent's JavaScript touch.
-REGION_HEADER = _struct(168, [
+REGION_HEADER = _struct(192, [
     ("max_threads", "<u4", 12), ("index_capacity", "<u4", 16), ("detail_capacity", "<u4", 20),
     ("registered", "<u4", 24), ("overflow_threads", "<u4", 28), ("overflow_events", "<u8", 32),
     ("policy", "<u4", 40), ("stop", "<u4", 44), ("heartbeat_ns", "<u8", 48),
@@ -43,7 +48,10 @@ REGION_HEADER = _struct(168, [
     ("stack_bytes", "<u4", 92), ("trigger_tail", "<u4", 100), ("triggers_coalesced", "<u4", 104),
     ("trigger_gap_ns", "<u8", 112), ("clock_seq", "<u4", 128), ("clock_ticks", "<u4", 132),
     ("clock_base_ticks", "<u8", 136), ("clock_base_ns", "<u8", 144),
-    ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160)])
+    ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160),
+    ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
+    ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
+    ("terminate_fid", "<u8", 184)])
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
 SLOT_CONTROL = _struct(256, [
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
@@ -123,27 +131,62 @@ def check_layout(reported: dict[str, int]) -> None:
                           "region: " + "; ".join(problems))
 
 
+class RegionSpaceError(TracerError):
+    """The shared memory has no room for the ring region (the rpc transport needs none)."""
+
+
+def shm_directory() -> Path:
+    return Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+
+
 class SharedRegion:
-    """A /dev/shm file holding the ring region, mapped here; removed by close()."""
+    """A /dev/shm file holding the ring region, mapped here; unlink() once the agent maps it."""
 
     def __init__(self, geometry: RegionGeometry) -> None:
         self.geometry = geometry
-        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        base = shm_directory()
+        # Room for the controls and one thread's rings at least, or the start is refused.
+        controls = geometry.index_rings_offset
+        one_thread = (geometry.index_capacity * F.INDEX_EVENT_SIZE + geometry.detail_capacity)
+        free = _free_bytes(base)
+        if free is not None and free < controls + one_thread:
+            raise RegionSpaceError(
+                f"{base} has {_mib(free)} free, the rings need {_mib(controls + one_thread)} "
+                f"for one thread ({_mib(one_thread)} per thread)")
         self.path = base / f"ada-{os.getpid()}-{secrets.token_hex(8)}"
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, geometry.size)
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, controls)
             self.map = mmap.mmap(fd, geometry.size, mmap.MAP_SHARED,
                                  mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
+        except OSError as e:
             os.close(fd)
+            self.unlink()
+            raise RegionSpaceError(f"cannot reserve the ring region in {base}: "
+                                   f"{e.strerror}") from None
+        os.close(fd)
         self.buf = np.frombuffer(self.map, dtype=np.uint8)
 
-    def close(self) -> None:
+    def unlink(self) -> None:
+        """Remove the file; the mappings of it stay valid until both processes are gone."""
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
 
 
 def _words(dtype: np.dtype) -> dict[str, tuple[int, int]]:

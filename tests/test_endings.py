@@ -1,0 +1,123 @@
+"""However the target ends (exit, _exit, a fault, abort, SIGKILL), every event it recorded is in
+the session or counted as lost, and the manifest says how it ended. Each with the shared-memory
+and the RPC transport, on real processes (tests/targets/ends.c)."""
+
+import numpy as np
+import pytest
+
+import ada.atf as atf
+from ada.atf import format as F
+from helpers import assert_verify_clean, function_events, run_ada, session_path
+
+CALLS, THREADS = 20000, 4
+
+
+def trace_ending(tmp_path, target_bin, transport, ending, *extra):
+    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", transport, *extra, "-f",
+                  target_bin("ends"), CALLS, THREADS, ending, "-i", "ends!work", "-i", "ends!boom")
+    assert out.returncode == 0, out.stderr
+    return out, atf.open_session(session_path(out))
+
+
+def assert_every_call(s):
+    work = {t: ev for t, ev in function_events(s, "work").items() if len(ev)}
+    assert sorted(len(ev) for ev in work.values()) == [2 * CALLS] * THREADS
+    for ev in work.values():
+        assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], CALLS))
+
+
+@pytest.mark.parametrize("transport", ["shm", "rpc"])
+@pytest.mark.parametrize("ending,reason,detail", [
+    ("exit:3", "target-exited", 3),
+    ("_exit:4", "target-exited", None),  # _exit skips the hook that sees the status
+    ("segv", "target-crashed", "SIGSEGV"),
+    ("segv-traced", "target-crashed", "SIGSEGV"),
+    ("abort", "target-crashed", "SIGABRT"),
+])
+def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, reason, detail):
+    out, s = trace_ending(tmp_path, target_bin, transport, ending)
+    assert_every_call(s)
+    end = s.manifest["end"]
+    assert (end["reason"], end["clean"], end["undelivered_events"]) == (reason, True, 0)
+    if reason == "target-crashed":
+        crash = end["crash"]
+        assert crash["signal"] == detail and int(crash["threadId"]) == s.manifest["process"]["pid"]
+        assert f"crashed: {detail} at {crash['address']}" in out.stderr
+        if ending.startswith("segv"):
+            assert (crash["memoryOperation"], crash["memoryAddress"]) == ("write", "0x0")
+    else:
+        assert end["exit_status"] == detail
+    boom = np.concatenate(list(function_events(s, "boom").values()))
+    assert boom["event_kind"].tolist() == ([F.EVENT_CALL] if ending == "segv-traced" else [])
+    assert_verify_clean(s.path)
+
+
+def test_a_killed_target_keeps_its_rings_in_shared_memory(tmp_path, target_bin):
+    out, s = trace_ending(tmp_path, target_bin, "shm", "kill")
+    assert_every_call(s)
+    end = s.manifest["end"]
+    assert (end["reason"], end["clean"], end["undelivered_events"]) == ("target-killed", True, 0)
+
+
+def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target_bin):
+    """SIGKILL gives the agent no chance to hand its rings over: what it held is lost, and the
+    session says so rather than calling itself clean."""
+    out, s = trace_ending(tmp_path, target_bin, "rpc", "kill")
+    end = s.manifest["end"]
+    assert (end["reason"], end["clean"], end["undelivered_events"]) == \
+        ("target-killed", False, None)
+    assert "how many is unknown" in out.stderr
+    assert sum(len(t.index) for t in s.threads) <= 2 * CALLS * THREADS
+
+
+# --- what the hooks do to a target: C++ exceptions, longjmp ----------------------------------
+
+def test_an_exception_thrown_through_a_hooked_function_is_named(tmp_path, target_bin):
+    """Frida's return trampolines have no unwind information: a C++ exception cannot cross a
+    hooked frame and the target aborts. ada says which function to exclude."""
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-through",
+                  "-i", "throws!thrower")
+    assert out.returncode == 0, out.stderr
+    assert "called std::terminate inside 1 hooked call(s), the innermost throws!thrower" \
+        in out.stderr and "-x 'throws!thrower'" in out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest["end"]["reason"] == "target-crashed"
+    assert s.manifest["end"]["crash"]["signal"] == "SIGABRT"
+    assert s.manifest["unwinding"]["terminate"]["open_calls"] == 1
+    # Excluded, the same program catches its exception and exits normally.
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-through",
+                  "-i", "throws!thrower*", "-x", "throws!thrower")
+    assert out.returncode == 0 and "caught thrown" in out.stdout, out.stderr
+    assert "std::terminate" not in out.stderr
+
+
+def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_bin):
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-inside",
+                  "-i", "throws!thrower_catches")
+    assert out.returncode == 0 and "caught 1" in out.stdout, out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest["end"]["reason"] == "target-exited" and s.manifest["end"]["clean"]
+    assert s.manifest["unwinding"] == {"unwound_calls": 0, "terminate": None}
+
+
+def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
+    """Each longjmp out of jumper() leaves Frida's record of the call behind (its memory grows
+    by ~2.4 KB each); ada counts them. The last one is only seen by a later call: n - 1."""
+    n = 2000
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "longjmp", n,
+                  "-i", "throws!jumper")
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest["unwinding"]["unwound_calls"] == n - 1
+    assert f"{n - 1:,} hooked call(s) were left by longjmp" in out.stderr
+    jumper = np.concatenate(list(function_events(s, "jumper").values()))
+    assert jumper["event_kind"].tolist() == [F.EVENT_CALL] * n
+
+
+def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin):
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("tail_call"), 500,
+                  "-i", "tail_call!tail_*")
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
+    assert len(function_events(s, "tail_a")[0]) == len(function_events(s, "tail_b")[0]) == 1000
