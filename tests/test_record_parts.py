@@ -20,6 +20,7 @@ from ada.tracer.errors import TracerError
 from ada.tracer.record import detail_io
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.drain import Drain
+from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
@@ -591,3 +592,53 @@ def test_assert_balanced_catches_what_it_claims_to():
     backwards["timestamp_ns"] = [5, 4]
     with pytest.raises(AssertionError, match="backwards"):
         assert_balanced(backwards)
+
+
+# --- how the target ended, and what was lost (ending.py) -------------------------------------
+
+def test_the_heads_handed_over_at_the_end_count_what_never_arrived(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    done, live, unseen = agent.register(501), agent.register(502), agent.register(503)
+    drain, writer = new_drain(tmp_path, agent)
+    agent.emit(done, index_events(10, tid=501, first_ts=1000))
+    agent.emit(live, index_events(10, tid=502, first_ts=1000))
+    agent.end(done)
+    for _ in range(3):  # drained, then freed on a later pass
+        drain.drain_once()
+    assert agent.reader.state(done) == SLOT_FREE
+    agent.emit(live, index_events(5, tid=502, first_ts=2000))  # never drained: the target died first
+    heads = [[done, 1, "10", "0"], [live, 1, "15", "0"], [unseen, 1, "7", "0"]]
+    assert drain.shortfall(heads) == (5 + 7, 0)
+    end = TargetEnd()
+    end.on_final({"heads": heads, "crash": None, "exitStatus": 3})
+    assert (end.exit_status, end.on_detached("process-terminated", None)) == (3, "target-exited")
+    assert end.undelivered(drain.shortfall, True, "target-exited") == (12, 0)
+    drain.finish()
+    writer.finalize()
+
+
+def test_the_end_reason_follows_the_agent_s_last_words():
+    end = TargetEnd()
+    assert end.on_detached("process-terminated", None) == "target-killed"  # no word at all
+    assert end.undelivered(lambda heads: (0, 0), True, "target-killed") is None  # rpc: unknown
+    assert end.undelivered(lambda heads: (0, 0), False, "target-killed") == (0, 0)  # shm
+    assert end.on_detached("process-replaced", None) == "exec"
+    assert end.on_detached("connection-terminated", None) == "detached: connection-terminated"
+    crash = {"signal": "SIGSEGV", "type": "access-violation", "address": "0x1234",
+             "threadId": 77, "memoryOperation": "write", "memoryAddress": "0x0"}
+    end.on_final({"heads": [], "crash": crash, "exitStatus": None})
+    assert end.on_detached("process-terminated", None) == "target-crashed"
+    assert describe_crash(crash) == "SIGSEGV at 0x1234 (write of 0x0) in thread 77"
+
+
+def test_losses_count_every_kind_and_an_unknown_count_is_a_loss():
+    summary = {"index_drops": 1, "overflow_events": 2, "detail_drops": 3, "unwritten_events": 4,
+               "unbacked_threads": 0, "unwound_calls": 0, "terminate": None}
+    lost, said = losses(summary, (5, 6))
+    assert lost == 21 and len(said) == 2
+    clean = dict(summary, index_drops=0, overflow_events=0, detail_drops=0, unwritten_events=0)
+    assert losses(clean, (0, 0)) == (0, [])
+    assert losses(clean, None)[0] == 1
+    effects = side_effects(dict(clean, unbacked_threads=2, unwound_calls=9, terminate={
+        "thread_id": 5, "open_calls": 2, "function_id": 7}), {7: "m!f"}.get)
+    assert len(effects) == 3 and "the innermost m!f" in effects[2] and "-x 'm!f'" in effects[2]

@@ -193,7 +193,7 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
 
 def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:
     """Each process's warnings and directory; the target's directory is the last line."""
-    from ..record.recorder import describe_crash
+    from ..record.ending import describe_crash
 
     for other in recording.results:
         if other is not result:
@@ -202,8 +202,8 @@ def _report(recording: Recording, result: RecordingResult, status: StatusLine) -
     for w in result.warnings:
         status.warn(w)
     for recorder in recording.recorders:
-        if recorder.crash:
-            status.warn(f"pid {recorder.pid} crashed: {describe_crash(recorder.crash)}")
+        if recorder.end.crash:
+            status.warn(f"pid {recorder.pid} crashed: {describe_crash(recorder.end.crash)}")
     for other in recording.results:
         if other is not result:
             print(other.path, flush=True)

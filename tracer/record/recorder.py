@@ -25,6 +25,7 @@ from ada.atf import format as F
 from ..errors import TracerError
 from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
+from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
 from .hooked import HookedFunctions
 from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
@@ -80,9 +81,7 @@ class Recorder:
         self.info = info
         self.stop_event = threading.Event()
         self.stop_reason = "interrupted"
-        self.crash: dict[str, Any] | None = None  # how the target died, if it crashed
-        self.exit_status: int | None = None
-        self.handover: dict[str, Any] | None = None  # the agent's last words (ada:final)
+        self.end = TargetEnd()  # how the process ended, from the agent's last words
         # Left in the target's rings at its end and never received (events, detail bytes);
         # None when the target died without saying how much (set by stop()).
         self.undelivered: tuple[int, int] | None = (0, 0)
@@ -110,18 +109,7 @@ class Recorder:
 
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
-        if crash is not None and self.crash is None:  # Frida's own crash report (Darwin...)
-            self.crash = {"summary": getattr(crash, "summary", str(crash))}
-        if self.crash is not None:
-            self.request_stop("target-crashed")
-        elif reason == "process-terminated":
-            # Without a handover the process neither called exit nor died of a fault the
-            # agent saw: a signal it does not handle (SIGKILL, SIGTERM) or a raw exit syscall.
-            self.request_stop("target-exited" if self.handover is not None else "target-killed")
-        elif reason == "process-replaced":
-            self.request_stop("exec")  # the new image is traced anew (see recording.py)
-        else:
-            self.request_stop(f"detached: {reason}")
+        self.request_stop(self.end.on_detached(reason, crash))
 
     def _on_message(self, message: dict, data: Any) -> None:
         if message.get("type") == "error":
@@ -135,14 +123,10 @@ class Recorder:
             elif kind == "ada:final":  # the process is exiting, exec'ing or crashing
                 if data is not None and mirror is not None:
                     mirror.queue_final(data)
-                self.handover = payload
-                if payload.get("exitStatus") is not None:
-                    self.exit_status = int(payload["exitStatus"])
-                if payload.get("crash"):
-                    self.crash = payload["crash"]
+                self.end.on_final(payload)
                 self._acknowledge()
             elif kind == "ada:exit-status":
-                self.exit_status = int(payload["status"])
+                self.end.on_exit_status(payload["status"])
                 self._acknowledge()
             elif kind == "ada:module-loaded":
                 self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
@@ -360,26 +344,12 @@ class Recorder:
             warnings.append(f"could not finish every file: {e}")
             if error is None:
                 self.stop_reason = f"error: {e}"
-        self.undelivered = self._undelivered()
-        if self.undelivered is None:
-            warnings.append("the target ended without handing over its rings (killed?): the "
-                            "events it recorded after ada's last pull are lost, how many is "
-                            "unknown")
-        elif any(self.undelivered):
-            warnings.append(f"{self.undelivered[0]:,} event(s) and {self.undelivered[1]:,} "
-                            "detail byte(s) were still in the target's rings when it ended and "
-                            "could not be delivered")
+        self.undelivered = self.end.undelivered(drain.shortfall, pipeline.mirror is not None,
+                                                self.stop_reason)
         summary = drain.summary()
-        warnings.extend(self._hook_side_effects(summary))
-        if summary["unwritten_events"]:
-            warnings.append(f"{summary['unwritten_events']:,} event(s) were left in the rings "
-                            "when the recording stopped, unwritten")
-        lost = (summary["index_drops"] + summary["overflow_events"] + summary["detail_drops"]
-                + summary["unwritten_events"]
-                + (self.undelivered[0] + self.undelivered[1] if self.undelivered else 1))
-        clean = lost == 0 and self.stop_reason in (
-            "interrupted", "duration", "target-exited", "target-crashed", "target-killed",
-            "terminated", "exec")
+        lost, said = losses(summary, self.undelivered)
+        warnings.extend(said + side_effects(summary, self.hooked.function_name))
+        clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
         try:
             writer.write_manifest(build_manifest(
                 self._facts(ended_at, clean), summary, self._sink_summary(),
@@ -403,8 +373,7 @@ class Recorder:
             frida_version=frida.__version__, hooked=self.hooked.snapshot(),
             never_matched=self.hooked.never_matched(), started_at=self.started_at,
             ended_at=ended_at, clean=clean, end_reason=end_reason or self.stop_reason,
-            crash=self.crash,
-            exit_status=self.exit_status, undelivered=self.undelivered,
+            crash=self.end.crash, exit_status=self.end.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children)
 
     def _sink_summary(self) -> dict[str, Any] | None:
@@ -418,38 +387,6 @@ class Recorder:
                 trigger_id = trigger.pop("trigger_id")
                 trigger["function"] = trigger["function"] or self.hooked.trigger_name(trigger_id)
         return summary
-
-    def _hook_side_effects(self, summary: dict[str, Any]) -> list[str]:
-        """What the target went through because of the hooks or the rings, in ada's words."""
-        out = []
-        if summary["unbacked_threads"]:
-            out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings "
-                       "in /dev/shm (it is full): their events are counted as dropped; use "
-                       "--transport rpc, a smaller --ring-kb, or a larger /dev/shm")
-        if summary["unwound_calls"]:
-            out.append(f"{summary['unwound_calls']:,} hooked call(s) were left by longjmp "
-                       "without a return, and Frida keeps about 2.4 KB in the target for each "
-                       "until it exits: exclude (-x) the functions longjmp leaves if the "
-                       "target's memory grows")
-        terminate = summary["terminate"]
-        if terminate is not None:
-            name = self.hooked.function_name(terminate["function_id"]) or \
-                f"function {terminate['function_id']:#x}"
-            out.append(f"thread {terminate['thread_id']} called std::terminate inside "
-                       f"{terminate['open_calls']} hooked call(s), the innermost {name}: a C++ "
-                       "exception cannot unwind through a function Frida hooks; exclude it "
-                       f"(-x '{name}') to let the exception through")
-        return out
-
-    def _undelivered(self) -> tuple[int, int] | None:
-        """What the target's rings held at its end that never reached the files."""
-        assert self.pipeline is not None and self.pipeline.drain is not None
-        if self.handover is not None:
-            return self.pipeline.drain.shortfall(self.handover["heads"])
-        if self.pipeline.mirror is not None and self.stop_reason in (
-                "target-exited", "target-crashed", "target-killed", "exec"):
-            return None  # the rings died with the process, and nobody counted them
-        return 0, 0
 
     def _detach(self) -> None:
         try:
@@ -476,16 +413,6 @@ class Recorder:
                 pass
         if self.pipeline is not None:
             self.pipeline.close()
-
-
-def describe_crash(crash: dict[str, Any]) -> str:
-    """One line for how the target died: signal, faulting address, thread."""
-    if "signal" not in crash:
-        return str(crash.get("summary"))
-    text = f"{crash['signal']} at {crash['address']}"
-    if crash.get("memoryAddress") is not None:
-        text += f" ({crash['memoryOperation']} of {crash['memoryAddress']})"
-    return text + f" in thread {crash['threadId']}"
 
 
 def resolve_toolchain(choice: str, device: frida.core.Device) -> str:

@@ -1,0 +1,112 @@
+"""How a traced process ended, what it took with it, and what the recording lost.
+
+The agent's last words (agent/ada_agent.js) arrive as messages: `ada:final` as the process
+exits, execs or dies of a fatal signal, with the ring heads at that moment (and, with the rpc
+transport, every ring byte ada had not pulled), and `ada:exit-status` once exit()'s status is
+known. TargetEnd keeps them; with Frida's detach reason they give the end's reason, and with
+what the drain wrote, what never arrived. `losses` and `side_effects` put what was lost, and
+what the hooks did to the target on the way, in ada's words.
+
+Frida-free: the Recorder hands over plain values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+ENDED_WITH_TARGET = ("target-exited", "target-crashed", "target-killed", "exec")
+EXPECTED_ENDS = ("interrupted", "duration", "terminated") + ENDED_WITH_TARGET
+
+
+class TargetEnd:
+    def __init__(self) -> None:
+        self.crash: dict[str, Any] | None = None  # signal, address, thread... or Frida's summary
+        self.exit_status: int | None = None
+        self.handover: dict[str, Any] | None = None  # the last ada:final payload
+
+    def on_final(self, payload: dict[str, Any]) -> None:
+        self.handover = payload
+        if payload.get("exitStatus") is not None:
+            self.exit_status = int(payload["exitStatus"])
+        if payload.get("crash"):
+            self.crash = payload["crash"]
+
+    def on_exit_status(self, status: int) -> None:
+        self.exit_status = int(status)
+
+    def on_detached(self, reason: str, frida_crash: Any) -> str:
+        """The stop reason for Frida's detach `reason` (and crash report, where it has one)."""
+        if frida_crash is not None and self.crash is None:  # Darwin, Android
+            self.crash = {"summary": getattr(frida_crash, "summary", str(frida_crash))}
+        if self.crash is not None:
+            return "target-crashed"
+        if reason == "process-terminated":
+            # Without a handover the process neither called exit nor died of a fault the
+            # agent saw: a signal it does not handle (SIGKILL, SIGTERM) or a raw exit syscall.
+            return "target-exited" if self.handover is not None else "target-killed"
+        if reason == "process-replaced":
+            return "exec"  # the new image is traced anew (see recording.py)
+        return f"detached: {reason}"
+
+    def undelivered(self, shortfall: Callable[[list[list[Any]]], tuple[int, int]],
+                    rpc: bool, stop_reason: str) -> tuple[int, int] | None:
+        """(events, detail bytes) the target's rings held at its end that never reached the
+        writers, by the heads it handed over (`shortfall` is Drain.shortfall); None when the
+        rings died with it (rpc) and nobody counted them."""
+        if self.handover is not None:
+            return shortfall(self.handover["heads"])
+        if rpc and stop_reason in ENDED_WITH_TARGET:
+            return None
+        return 0, 0
+
+
+def describe_crash(crash: dict[str, Any]) -> str:
+    """One line for how the target died: signal, faulting address, thread."""
+    if "signal" not in crash:
+        return str(crash.get("summary"))
+    text = f"{crash['signal']} at {crash['address']}"
+    if crash.get("memoryAddress") is not None:
+        text += f" ({crash['memoryOperation']} of {crash['memoryAddress']})"
+    return text + f" in thread {crash['threadId']}"
+
+
+def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tuple[int, list[str]]:
+    """Everything the recording lost (by the drain's summary and the undelivered count; an
+    unknown count counts as a loss), and the warnings that say what was not said elsewhere."""
+    warnings = []
+    if undelivered is None:
+        warnings.append("the target ended without handing over its rings (killed?): the events "
+                        "it recorded after ada's last pull are lost, how many is unknown")
+    elif any(undelivered):
+        warnings.append(f"{undelivered[0]:,} event(s) and {undelivered[1]:,} detail byte(s) "
+                        "were still in the target's rings when it ended and could not be "
+                        "delivered")
+    if summary["unwritten_events"]:
+        warnings.append(f"{summary['unwritten_events']:,} event(s) were left in the rings when "
+                        "the recording stopped, unwritten")
+    lost = (summary["index_drops"] + summary["overflow_events"] + summary["detail_drops"]
+            + summary["unwritten_events"] + (sum(undelivered) if undelivered else 1))
+    return lost, warnings
+
+
+def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None]
+                 ) -> list[str]:
+    """What the target went through because of the hooks or the rings, in ada's words."""
+    out = []
+    if summary["unbacked_threads"]:
+        out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings in "
+                   "/dev/shm (it is full): their events are counted as dropped; use --transport "
+                   "rpc, a smaller --ring-kb, or a larger /dev/shm")
+    if summary["unwound_calls"]:
+        out.append(f"{summary['unwound_calls']:,} hooked call(s) were left by longjmp without a "
+                   "return, and Frida keeps about 2.4 KB in the target for each until it exits: "
+                   "exclude (-x) the functions longjmp leaves if the target's memory grows")
+    terminate = summary["terminate"]
+    if terminate is not None:
+        name = function_name(terminate["function_id"]) or \
+            f"function {terminate['function_id']:#x}"
+        out.append(f"thread {terminate['thread_id']} called std::terminate inside "
+                   f"{terminate['open_calls']} hooked call(s), the innermost {name}: a C++ "
+                   "exception cannot unwind through a function Frida hooks; exclude it "
+                   f"(-x '{name}') to let the exception through")
+    return out
