@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: install ada into .venv, build a small C program, record it
-# with `ada trace`, then show `ada info`, the start of `ada dump` and `ada verify`.
+# with `ada trace`, then show `ada info`, `ada report`, the start of `ada replay`, `ada graph`
+# and `ada verify`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
@@ -10,7 +11,11 @@ session=$("$VENV/bin/ada" trace -o build/ada_traces -f build/demo -i 'demo!check
           -i 'demo!parse_digit' -i 'demo!fib' | tail -n 1)
 echo "== ada info $session"
 "$VENV/bin/ada" info "$session"
-echo "== ada dump $session --limit 20"
-"$VENV/bin/ada" dump "$session" --limit 20
+echo "== ada report $session"
+"$VENV/bin/ada" report "$session"
+echo "== ada replay $session -D 3 (first lines)"
+"$VENV/bin/ada" replay "$session" -D 3 | head -n 12
+echo "== ada graph $session -D 3"
+"$VENV/bin/ada" graph "$session" -D 3
 echo "== ada verify $session"
 "$VENV/bin/ada" verify "$session"

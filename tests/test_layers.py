@@ -144,7 +144,10 @@ def test_frida_is_really_unimportable_there():
 @pytest.mark.parametrize("args", [("info", DATA / "r1_session"),
                                   ("info", "--json", DATA / "r1_session"),
                                   ("dump", DATA / "r1_session", "--detail"),
-                                  ("verify", DATA / "r1_session"), ("--help",)])
+                                  ("verify", DATA / "r1_session"), ("--help",),
+                                  ("report", DATA / "r1_session"),
+                                  ("replay", DATA / "r1_session"),
+                                  ("graph", DATA / "r1_session")])
 def test_reading_commands_work_without_frida(args):
     out = ada_without_frida(*args)
     assert out.returncode == 0, out.stderr

@@ -17,9 +17,9 @@ from typing import Any, Callable, NoReturn
 from ada.atf import AtfError
 
 from ..errors import TracerError
-from . import dump, info, trace, verify
+from . import dump, graph, info, replay, report, trace, verify
 
-COMMANDS = (trace, info, dump, verify)
+COMMANDS = (trace, info, dump, report, replay, graph, verify)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import TextIO
 
+import numpy as np
+
 from ada.atf import format as F
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
@@ -59,19 +61,34 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
     """Write events in merged order; returns how many were written."""
     names = session.symbol_names()
     kinds = {k: v for k, v in F.EVENT_KIND_NAMES.items()}
+    tails: dict[tuple[int, int, int, int, int], str] = {}
     written = 0
     for pos, seqs in session.merged_chunks(start_ns, end_ns, threads):
         if limit is not None:
             pos, seqs = pos[:limit - written], seqs[:limit - written]
+        # The chunk's events gathered column by column (one fancy index per thread), so the
+        # only work per line is making its text.
+        chunk = np.zeros(len(pos), dtype=F.INDEX_EVENT)
+        for p in np.unique(pos).tolist():
+            mine = pos == p
+            chunk[mine] = session.threads[p].index.events[seqs[mine]]
         lines = []
-        for p, s in zip(pos.tolist(), seqs.tolist()):
-            reader = session.threads[p]
-            ts, fid, tid, kind, depth, dseq = reader.index.events[s].tolist()
-            label = function_label(names, fid)
-            lines.append(f"{ts:>20} t{reader.id:<4} {tid:>8}  "
-                         f"{kinds.get(kind, str(kind)):<9} {INDENT * min(depth, 64)}{label}")
-            if detail and dseq != F.NO_DETAIL_SEQ and reader.detail is not None:
-                event = reader.detail.get(dseq)
+        for p, ts, fid, tid, kind, depth, dseq in zip(
+                pos.tolist(), chunk["timestamp_ns"].tolist(), chunk["function_id"].tolist(),
+                chunk["thread_id"].tolist(), chunk["event_kind"].tolist(),
+                chunk["call_depth"].tolist(), chunk["detail_seq"].tolist()):
+            # Everything after the timestamp repeats: made once per combination.
+            key = (p, tid, kind, depth, fid)
+            rest = tails.get(key)
+            if rest is None:
+                rest = tails[key] = (
+                    f" t{session.threads[p].id:<4} {tid:>8}  {kinds.get(kind, str(kind)):<9} "
+                    f"{INDENT * min(depth, 64)}{names.get(fid) or f'0x{fid:016x}'}")
+                if len(tails) > 1 << 20:
+                    tails.clear()
+            lines.append(f"{ts:>20}{rest}")
+            if detail and dseq != F.NO_DETAIL_SEQ and session.threads[p].detail is not None:
+                event = session.threads[p].detail.get(dseq)
                 if event is not None and event.is_function:
                     lines.extend(format_detail(event, INDENT * min(depth, 64) + " " * 46))
         out.write("\n".join(lines) + "\n" if lines else "")

@@ -1,0 +1,234 @@
+"""The calls table: every CALL paired with its RETURN, per thread, as numpy columns.
+
+Everything the reading commands show (report, replay, graph) is built on this table, and it is
+built without a Python loop per event. The hot path writes a RETURN with its CALL's depth
+(agent/ada_hooks.c), so on each depth level of a thread the events alternate CALL, RETURN:
+a stable sort by depth pairs them. What does not alternate is where a recording is not
+balanced, and each case has a rule:
+
+- a CALL still open when the thread's recording ends: it lasts to the thread's last event
+  (flag OPEN);
+- a RETURN whose CALL came before the recording started (attached mid-call): a call from the
+  thread's first event to that RETURN (flag NO_CALL);
+- a CALL left without a RETURN (a longjmp, an exception unwound through it): it ends at the
+  first later event at its depth or shallower, the moment it was certainly gone (flag LEFT).
+
+The parent of a call is the innermost call open at its start one level up (a search among the
+calls of that level), and self time is its duration minus its children's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ada.atf import format as F
+from ada.atf.reader import ThreadReader
+from ada.atf.session import SessionReader
+
+# flags
+OPEN = 1  # no RETURN before the thread's recording ended
+NO_CALL = 2  # the CALL came before the recording started
+LEFT = 4  # left without a RETURN (longjmp, unwinding)
+
+# The table's columns, as one record would hold them (Calls keeps them as separate arrays:
+# building and filtering contiguous columns is several times faster than a record array).
+CALL = np.dtype([
+    ("thread", "<u4"),       # N of thread_N
+    ("function_id", "<u8"),
+    ("call_seq", "<i8"),      # index_seq of the CALL (-1: NO_CALL)
+    ("return_seq", "<i8"),    # index_seq of the RETURN (-1: OPEN or LEFT)
+    ("start_ns", "<u8"),
+    ("end_ns", "<u8"),
+    ("duration_ns", "<u8"),
+    ("self_ns", "<u8"),       # duration minus its children's durations
+    ("depth", "<u4"),
+    ("parent", "<i8"),        # row of the parent call in the same table (-1: a root)
+    ("flags", "<u4"),
+])
+
+
+class Calls:
+    """The calls table: one contiguous array per field of CALL, all of one length.
+
+    `calls["name"]` is a column (writable in place); `calls[rows]` (a mask or row numbers) is
+    a new table of those rows; `len(calls)` counts the calls."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+        self.columns = columns
+
+    @classmethod
+    def zeros(cls, n: int = 0) -> "Calls":
+        return cls({name: np.zeros(n, dtype=CALL.fields[name][0]) for name in CALL.names})
+
+    @classmethod
+    def concatenate(cls, parts: list["Calls"]) -> "Calls":
+        if not parts:
+            return cls.zeros()
+        return cls({name: np.concatenate([p.columns[name] for p in parts])
+                    for name in CALL.names})
+
+    def __len__(self) -> int:
+        return len(self.columns["thread"])
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self.columns[key]
+        return Calls({name: column[key] for name, column in self.columns.items()})
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.columns[name][...] = value
+
+    def copy(self) -> "Calls":
+        return Calls({name: column.copy() for name, column in self.columns.items()})
+
+    def to_records(self) -> np.ndarray:
+        """As one CALL record array (for callers that want rows)."""
+        out = np.zeros(len(self), dtype=CALL)
+        for name, column in self.columns.items():
+            out[name] = column
+        return out
+
+
+def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Calls:
+    """The calls of one thread, ordered by start (ties: outer first)."""
+    ev = thread.index.events
+    number = thread.id if thread_number is None else thread_number
+    kind = np.ascontiguousarray(ev["event_kind"])
+    valid = (kind == F.EVENT_CALL) | (kind == F.EVENT_RETURN)
+    if valid.all():
+        seq = None  # every event is a CALL or a RETURN: positions are index_seqs
+    else:
+        seq = np.flatnonzero(valid)
+        kind = kind[seq]
+    if len(kind) == 0:
+        return Calls.zeros()
+    depth = _column(ev, "call_depth", seq)
+    ts = _column(ev, "timestamp_ns", seq)
+    fid = _column(ev, "function_id", seq)
+    is_call = kind == F.EVENT_CALL
+    _, order = _by_level(depth)
+    # On each level, in event order: a CALL whose next event on its level is a RETURN is a pair.
+    level = depth[order]
+    calls_here = is_call[order]
+    same_next = level[1:] == level[:-1]
+    paired = calls_here[:-1] & same_next & ~calls_here[1:]
+    partner = np.full(len(kind), -1, dtype=np.int64)  # by event position: its RETURN's
+    partner[order[:-1][paired]] = order[1:][paired]
+    # A RETURN not preceded on its level by a CALL: its CALL came before the recording.
+    orphan = ~calls_here
+    orphan[1:] &= ~(same_next & calls_here[:-1])
+    orphan_at = np.sort(order[orphan])
+    orphan_at = orphan_at[np.argsort(depth[orphan_at], kind="stable")]  # outer first
+
+    call_at = np.flatnonzero(is_call)  # every CALL, in start order
+    ret_at = partner[call_at]
+    unpaired = ret_at < 0
+    gone = np.full(len(call_at), -1, dtype=np.int64)
+    gone[unpaired] = _first_later_at_or_above(depth, call_at[unpaired])
+    def index_seq(positions: np.ndarray) -> np.ndarray:
+        return positions if seq is None else seq[positions]
+
+    k, n = len(orphan_at), len(orphan_at) + len(call_at)
+    end_at = np.where(unpaired, gone, ret_at)
+    start_ns = np.concatenate((np.full(k, ts[0], dtype=np.uint64), ts[call_at]))
+    end_ns = np.concatenate((ts[orphan_at], np.where(end_at >= 0, ts[np.maximum(end_at, 0)],
+                                                     ts[-1])))
+    out = Calls({
+        "thread": np.full(n, number, dtype=np.uint32),
+        "function_id": np.concatenate((fid[orphan_at], fid[call_at])),
+        "call_seq": np.concatenate((np.full(k, -1, dtype=np.int64), index_seq(call_at))),
+        "return_seq": np.concatenate((index_seq(orphan_at).astype(np.int64),
+                                      np.where(unpaired, -1, index_seq(np.maximum(ret_at, 0))))),
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "duration_ns": end_ns - np.minimum(start_ns, end_ns),
+        "self_ns": np.zeros(n, dtype=np.uint64),
+        "depth": np.concatenate((depth[orphan_at], depth[call_at])).astype(np.uint32),
+        "parent": np.full(n, -1, dtype=np.int64),
+        "flags": np.concatenate((np.full(k, NO_CALL, dtype=np.uint32),
+                                 np.where(unpaired, np.where(gone >= 0, LEFT, OPEN), 0)
+                                 .astype(np.uint32))),
+    })
+    _link_parents(out)
+    return out
+
+
+def _column(ev: np.ndarray, name: str, seq: np.ndarray | None) -> np.ndarray:
+    column = ev[name]
+    return np.ascontiguousarray(column) if seq is None else column[seq]
+
+
+MAX_LEVEL_PASSES = 48  # up to this many depth levels: one pass each; more: one sort
+
+
+def _by_level(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct depths, and the positions grouped by depth (ascending), in order within
+    each depth: a stable sort by depth, done as one pass per level when there are few levels
+    (cheaper than sorting)."""
+    counts = np.bincount(depth) if int(depth.max()) < (1 << 20) else None
+    levels = np.flatnonzero(counts) if counts is not None else np.unique(depth)
+    if len(levels) <= MAX_LEVEL_PASSES:
+        return levels, np.concatenate([np.flatnonzero(depth == d) for d in levels])
+    key = depth.astype(np.uint16) if int(depth.max()) < (1 << 16) else depth
+    return levels, np.argsort(key, kind="stable")
+
+
+def _first_later_at_or_above(depth: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For each event position in `at` (in the kept events), the position of the first later
+    event whose depth is at most its own, or -1. Done per distinct depth among `at`: these are
+    the unbalanced calls, few in a normal recording."""
+    out = np.full(len(at), -1, dtype=np.int64)
+    for d in np.unique(depth[at]):
+        mine = np.flatnonzero(depth[at] == d)
+        shallower = np.flatnonzero(depth <= d)
+        k = np.searchsorted(shallower, at[mine], side="right")
+        found = k < len(shallower)
+        out[mine[found]] = shallower[k[found]]
+    return out
+
+
+def _link_parents(calls: Calls) -> None:
+    """parent and self_ns, for the calls of one thread in start order (NO_CALL ones first)."""
+    n = len(calls)
+    calls["parent"] = -1
+    if n == 0:
+        return
+    depth = calls["depth"]
+    levels, by_level = _by_level(depth)
+    bounds = np.r_[0, np.cumsum(np.bincount(np.searchsorted(levels, depth),
+                                            minlength=len(levels)))]
+    start, end, parent = calls["start_ns"], calls["end_ns"], calls["parent"]
+    for i in range(1, len(levels)):
+        if levels[i] != levels[i - 1] + 1:
+            continue  # nothing recorded one level up (attached deep): no parent to find
+        here = by_level[bounds[i]:bounds[i + 1]]
+        up = by_level[bounds[i - 1]:bounds[i]]
+        k = np.searchsorted(up, here, side="right") - 1  # the last call one level up before it
+        ok = k >= 0
+        cand = up[np.maximum(k, 0)]
+        ok &= end[cand] >= start[here]  # ... still open when this one starts
+        parent[here[ok]] = cand[ok]
+    has_parent = parent >= 0
+    children = np.bincount(parent[has_parent], weights=calls["duration_ns"][has_parent],
+                           minlength=n)
+    calls["self_ns"] = np.maximum(calls["duration_ns"].astype(np.int64)
+                                  - np.rint(children).astype(np.int64), 0)
+
+
+def session_calls(session: SessionReader) -> Calls:
+    """Every thread's calls, thread after thread; `parent` rows index this whole table."""
+    return join_threads([thread_calls(t) for t in session.threads])
+
+
+def join_threads(parts: list[Calls]) -> Calls:
+    """Tables of single threads as one, their `parent` rows renumbered into it."""
+    offset = 0
+    for calls in parts:
+        parent = calls["parent"]
+        parent[parent >= 0] += offset
+        offset += len(calls)
+    return Calls.concatenate(parts)

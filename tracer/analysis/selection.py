@@ -1,0 +1,87 @@
+"""Which calls of a calls table a reading command shows: names, threads, time, -F and -N.
+
+Function names come from the manifest's symbols (a hex function_id when a session has none).
+`within` (-F) keeps the calls of the named functions and everything they call; `hide` (-N)
+drops the named functions' calls and everything they call, and charges their time to the
+caller's self time, as if the caller had done the work itself.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+import numpy as np
+
+from ada.atf.session import SessionReader
+
+from .calls import Calls
+
+
+def function_names(session: SessionReader) -> dict[int, str]:
+    return session.symbol_names()
+
+
+def module_names(session: SessionReader) -> dict[int, str]:
+    """module_id -> module name, from the manifest."""
+    out: dict[int, str] = {}
+    for m in (session.manifest or {}).get("modules") or []:
+        if isinstance(m, dict) and isinstance(m.get("module_id"), int):
+            out[m["module_id"]] = str(m.get("name"))
+    return out
+
+
+def label(names: dict[int, str], fid: int) -> str:
+    return names.get(fid) or f"0x{fid:016x}"
+
+
+def matching_ids(calls: Calls, names: dict[int, str], patterns: list[str]) -> np.ndarray:
+    """The function_ids among `calls` whose name matches any glob of `patterns`."""
+    ids = np.unique(calls["function_id"])
+    return np.array([f for f in ids.tolist()
+                     if any(fnmatchcase(label(names, f), p) for p in patterns)], dtype=np.uint64)
+
+
+def _spread_down(calls: Calls, marked: np.ndarray) -> np.ndarray:
+    """Marks carried from each call to everything it calls (parents come before children)."""
+    out = marked.copy()
+    depth = calls["depth"].astype(np.int64)
+    parent = calls["parent"]
+    for d in np.unique(depth):
+        rows = np.flatnonzero((depth == d) & (parent >= 0))
+        out[rows] |= out[parent[rows]]
+    return out
+
+
+def subset(calls: Calls, keep: np.ndarray) -> Calls:
+    """The rows where `keep` is True, their `parent` renumbered (-1 where it is not kept)."""
+    rows = np.flatnonzero(keep)
+    remap = np.full(len(calls), -1, dtype=np.int64)
+    remap[rows] = np.arange(len(rows))
+    out = calls[rows]
+    out["parent"] = np.where(out["parent"] >= 0, remap[np.maximum(out["parent"], 0)], -1)
+    return out
+
+
+def within(calls: Calls, ids: np.ndarray) -> Calls:
+    """-F: the calls of these functions and their descendants."""
+    return subset(calls, _spread_down(calls, np.isin(calls["function_id"], ids)))
+
+
+def hide(calls: Calls, ids: np.ndarray) -> Calls:
+    """-N: without these functions' calls and their descendants; their time is the caller's."""
+    hidden = _spread_down(calls, np.isin(calls["function_id"], ids))
+    top = np.flatnonzero(hidden & (calls["parent"] >= 0))
+    top = top[~hidden[calls["parent"][top]]]
+    out = calls.copy()
+    np.add.at(out["self_ns"], out["parent"][top], out["duration_ns"][top])
+    return subset(out, ~hidden)
+
+
+def in_window(calls: Calls, start_ns: int | None, end_ns: int | None) -> Calls:
+    """The calls that start within [start_ns, end_ns]."""
+    keep = np.ones(len(calls), dtype=bool)
+    if start_ns is not None:
+        keep &= calls["start_ns"] >= start_ns
+    if end_ns is not None:
+        keep &= calls["start_ns"] <= end_ns
+    return subset(calls, keep)

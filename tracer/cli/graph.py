@@ -1,0 +1,71 @@
+"""`ada graph SESSION [FUNC]`: the aggregated call graph (uftrace's graph)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ada.atf.session import SessionReader
+
+from ..analysis import graph as G
+from ..analysis import selection as S
+from ..analysis.report import format_duration
+from .common import CliError, non_negative_int
+from .report import selected_calls
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "graph", help="the call graph: each call path with its calls and total time",
+        description="Every distinct call path from the roots, with how many calls took it and "
+        "their total time, the most expensive first. With FUNC: the paths that lead to FUNC "
+        "(backtraces) and the graph of what FUNC calls.",
+        epilog="example:\n  ada graph ada_traces/session_*/pid_1234 'sqlite3_step'",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("function", nargs="?", metavar="FUNC", help="a function (a glob)")
+    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
+                   help="hide FUNC and what it calls (a glob; repeatable)")
+    p.add_argument("-D", "--depth", type=non_negative_int, metavar="N",
+                   help="draw N levels at most")
+    p.add_argument("--tid", type=non_negative_int, action="append", metavar="TID",
+                   help="only the thread with this OS thread id (repeatable)")
+    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or after T")
+    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or before T")
+    p.set_defaults(run=run, filter=[])
+
+
+def run(args: argparse.Namespace) -> int:
+    session = SessionReader(args.session)
+    names = S.function_names(session)
+    calls = selected_calls(session, args)
+    paths = G.call_paths(calls)
+    label = lambda fid: S.label(names, fid)  # noqa: E731
+    out = []
+    if args.function is None:
+        out.append("# TOTAL TIME : FUNCTION")
+        out.extend(G.graph_lines(paths, label, format_duration, max_depth=args.depth))
+    else:
+        ids = set(S.matching_ids(calls, names, [args.function]).tolist())
+        if not ids:
+            raise CliError(f"{args.function}: no function of the session matches")
+        ends = [p for p in range(len(paths.up)) if int(paths.function_id[p]) in ids]
+        ends.sort(key=lambda p: -int(paths.total_ns[p]))
+        out.append(f"# backtraces of {args.function}: the paths that lead to it")
+        for i, p in enumerate(ends):
+            out.append(f" backtrace #{i}: hit {int(paths.calls[p])}, time "
+                       f"{format_duration(int(paths.total_ns[p]))}")
+            for level, q in enumerate(reversed(paths.chain(p))):
+                out.append(f"   [{level}] {label(int(paths.function_id[q]))}")
+        callees = G.call_paths(S.within(calls, list(ids)))
+        roots = [p for p in range(len(callees.up))
+                 if callees.up[p] < 0 and int(callees.function_id[p]) in ids]
+        out.append("")
+        out.append(f"# what {args.function} calls")
+        out.append("# TOTAL TIME : FUNCTION")
+        out.extend(G.graph_lines(callees, label, format_duration, roots=roots,
+                                 max_depth=args.depth))
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0

@@ -1,0 +1,187 @@
+"""`ada report SESSION`: per function, total and self time, calls, avg/min/max (uftrace's report).
+
+Built on the calls table (tracer/analysis/calls.py); see tracer/analysis/report.py for how
+recursion is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Iterator
+
+import numpy as np
+
+from ada.atf.reader import ThreadReader
+from ada.atf.session import SessionReader
+
+from ..analysis import calls as C
+from ..analysis import report as R
+from ..analysis import selection as S
+from .common import CliError, non_negative_int
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report", help="time spent per function: total, self, calls, avg/min/max",
+        description="Per function: Total time (a recursion counted once), Self time (minus "
+        "the time of the calls it made), Calls, and Avg/Min/Max of a call's duration. Calls "
+        "still open when the recording ended count to their thread's last event.",
+        epilog="example:\n  ada report ada_traces/session_*/pid_1234 --sort self --limit 20",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("-s", "--sort", choices=R.SORT_KEYS, default="total",
+                   help="order of the rows (default total; largest first, name A-Z)")
+    p.add_argument("--limit", type=non_negative_int, metavar="N", help="only the first N rows")
+    p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
+                   help="only within calls of FUNC (a glob; repeatable)")
+    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
+                   help="hide FUNC and what it calls, charging their time to the caller "
+                   "(a glob; repeatable)")
+    p.add_argument("--tid", type=non_negative_int, action="append", metavar="TID",
+                   help="only the thread with this OS thread id (repeatable)")
+    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or after T")
+    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or before T")
+    p.add_argument("--threads", action="store_true", help="one table per thread")
+    p.add_argument("--diff", metavar="OTHER",
+                   help="compare with another session: each function's figures here, there, "
+                   "and the difference (absolute and percent)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def thread_tables(session: SessionReader, args: argparse.Namespace
+                  ) -> Iterator[tuple[ThreadReader, C.Calls]]:
+    """Each selected thread with its calls table, the command's filters applied."""
+    names = S.function_names(session)
+    threads = session.threads
+    if args.tid:
+        threads = [t for t in threads if t.thread_id in set(args.tid)]
+        if not threads:
+            raise CliError(f"no thread with tid {', '.join(map(str, args.tid))} in "
+                           f"{session.path}")
+    matched_any = not args.filter
+    for t in threads:
+        calls = C.thread_calls(t)
+        if args.notrace:
+            calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
+        if args.filter:
+            ids = S.matching_ids(calls, names, args.filter)
+            matched_any = matched_any or len(ids) > 0
+            calls = S.within(calls, ids)
+        yield t, S.in_window(calls, args.from_ns, args.to_ns)
+    if not matched_any:
+        raise CliError(f"-F {' '.join(args.filter)}: no function of the session matches")
+
+
+def selected_calls(session: SessionReader, args: argparse.Namespace) -> C.Calls:
+    """The calls table of every selected thread (parents index the whole table)."""
+    return C.join_threads([calls for _, calls in thread_tables(session, args)])
+
+
+def run(args: argparse.Namespace) -> int:
+    session = SessionReader(args.session)
+    names = S.function_names(session)
+    modules = S.module_names(session)
+    per_thread = [(t, R.function_stats(calls)) for t, calls in thread_tables(session, args)]
+    if args.diff:
+        other = SessionReader(args.diff)
+        other_stats = R.merge_stats([st for _, st in thread_tables_stats(other, args)])
+        return print_diff(R.merge_stats([st for _, st in per_thread]), names, other_stats,
+                          S.function_names(other), args)
+    if args.threads:
+        tables = [(t, st) for t, st in per_thread if len(st)]
+    else:
+        tables = [(None, R.merge_stats([st for _, st in per_thread]))]
+    if args.json:
+        out: dict[str, Any] = {"path": str(session.path)}
+        rows = [{"thread": t.id if t else None, "tid": t.thread_id if t else None,
+                 "functions": rows_json(ordered(st, args, names), names, modules)}
+                for t, st in tables]
+        if args.threads:
+            out["threads"] = rows
+        else:
+            out["functions"] = rows[0]["functions"]
+        json.dump(out, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for i, (t, st) in enumerate(tables):
+        if t is not None:
+            sys.stdout.write(("\n" if i else "") + f"thread {t.id} (tid {t.thread_id}):\n")
+        print_table(ordered(st, args, names), names)
+    return 0
+
+
+def thread_tables_stats(session: SessionReader, args: argparse.Namespace
+                        ) -> Iterator[tuple[ThreadReader, np.ndarray]]:
+    for t, calls in thread_tables(session, args):
+        yield t, R.function_stats(calls)
+
+
+def ordered(stats: np.ndarray, args: argparse.Namespace, names: dict[int, str]) -> np.ndarray:
+    stats = R.sort_stats(stats, args.sort, names)
+    return stats[:args.limit] if args.limit is not None else stats
+
+
+def rows_json(stats: np.ndarray, names: dict[int, str],
+              modules: dict[int, str]) -> list[dict[str, Any]]:
+    return [{"name": S.label(names, int(s["function_id"])),
+             "function_id": f"0x{int(s['function_id']):016x}",
+             "module": modules.get(int(s["function_id"]) >> 32),
+             "calls": int(s["calls"]), "total_ns": int(s["total_ns"]),
+             "self_ns": int(s["self_ns"]),
+             "avg_ns": int(s["total_ns"]) // max(int(s["calls"]), 1),
+             "min_ns": int(s["min_ns"]), "max_ns": int(s["max_ns"])} for s in stats]
+
+
+def print_table(stats: np.ndarray, names: dict[int, str]) -> None:
+    d = R.format_duration
+    lines = [f"{'Total time':>12} {'Self time':>12} {'Calls':>10} {'Avg':>12} {'Min':>12} "
+             f"{'Max':>12}  Function",
+             f"{'=' * 12} {'=' * 12} {'=' * 10} {'=' * 12} {'=' * 12} {'=' * 12}  {'=' * 20}"]
+    for s in stats:
+        calls = int(s["calls"])
+        lines.append(f"{d(int(s['total_ns'])):>12} {d(int(s['self_ns'])):>12} {calls:>10} "
+                     f"{d(int(s['total_ns']) // max(calls, 1)):>12} {d(int(s['min_ns'])):>12} "
+                     f"{d(int(s['max_ns'])):>12}  {S.label(names, int(s['function_id']))}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def print_diff(stats: np.ndarray, names: dict[int, str], other: np.ndarray,
+               other_names: dict[int, str], args: argparse.Namespace) -> int:
+    """Functions matched by name: total time, calls and self time here, there, and the change."""
+    here = {S.label(names, int(s["function_id"])): s for s in stats}
+    there = {S.label(other_names, int(s["function_id"])): s for s in other}
+    rows = []
+    for name in sorted(set(here) | set(there)):
+        a, b = here.get(name), there.get(name)
+        fig = {k: (int(a[k]) if a is not None else 0, int(b[k]) if b is not None else 0)
+               for k in ("total_ns", "self_ns", "calls")}
+        rows.append((name, fig))
+    key = {"total": "total_ns", "self": "self_ns", "calls": "calls"}.get(args.sort, "total_ns")
+    if args.sort != "name":
+        rows.sort(key=lambda r: -abs(r[1][key][1] - r[1][key][0]))
+    if args.limit is not None:
+        rows = rows[:args.limit]
+    if args.json:
+        json.dump({"functions": [{"name": n, **{f"{k}": {"base": v[0], "other": v[1],
+                                                         "diff": v[1] - v[0]}
+                                                for k, v in fig.items()}}
+                                 for n, fig in rows]}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    d = R.format_duration
+    lines = [f"{'Total (base)':>12} {'Total (other)':>13} {'Diff':>13} {'%':>8} "
+             f"{'Calls':>8} {'Calls':>8}  Function"]
+    for name, fig in rows:
+        (ta, tb), (ca, cb) = fig["total_ns"], fig["calls"]
+        change = tb - ta
+        pct = f"{100.0 * change / ta:+.1f}%" if ta else "new"
+        sign = "-" if change < 0 else "+"
+        lines.append(f"{d(ta):>12} {d(tb):>13} {sign + d(abs(change)):>13} {pct:>8} "
+                     f"{ca:>8} {cb:>8}  {name}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
