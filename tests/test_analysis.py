@@ -215,3 +215,19 @@ def test_graph_aggregates_paths_and_backtraces(tmp_path):
         f"{'2.000 us':>12} : (2) main"]
     missing = run_ada("graph", s.path, "nothing")
     assert missing.returncode == 1 and "no function of the session matches" in missing.stderr
+
+
+def test_a_thread_cut_into_chunks_gives_the_same_calls(tmp_path):
+    """Chunks are cut only where no call is open, so each is whole: the same table, row for
+    row, as the thread taken at once."""
+    events = [(t + 2000 * i, f, k, d) for i in range(7) for t, f, k, d in BALANCED]
+    events += UNBALANCED[3:]  # a longjmp and a call still open at the end, after them
+    events = [(t if i < 84 else 20_000 + t, f, k, d) for i, (t, f, k, d) in enumerate(events)]
+    s = write_session(tmp_path, events)
+    whole = C.join_threads(list(C.thread_call_chunks(s.threads[0], chunk_events=1 << 30)))
+    chunks = list(C.thread_call_chunks(s.threads[0], chunk_events=20))
+    assert len(chunks) > 3
+    cut = C.join_threads(chunks)
+    for name in C.CALL.names:
+        assert np.array_equal(cut[name], whole[name]), name
+    assert whole["flags"].tolist().count(C.LEFT) == 2 and whole["flags"][-2] == C.OPEN

@@ -19,7 +19,7 @@ calls of that level), and self time is its duration minus its children's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -95,8 +95,36 @@ class Calls:
 
 def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Calls:
     """The calls of one thread, ordered by start (ties: outer first)."""
+    return join_threads(list(thread_call_chunks(thread, thread_number)))
+
+
+CHUNK_EVENTS = 1 << 20
+
+
+def thread_call_chunks(thread: ThreadReader, thread_number: int | None = None,
+                       chunk_events: int = CHUNK_EVENTS) -> Iterator[Calls]:
+    """The calls of one thread as tables of about `chunk_events` events each, cut where no
+    call is open (after a RETURN at depth 0): each table is whole (parents, self time,
+    recursion), and its columns stay small enough to be worked on in the CPU's caches."""
     ev = thread.index.events
+    n = len(ev)
+    if n == 0:
+        return
     number = thread.id if thread_number is None else thread_number
+    ends = (int(ev["timestamp_ns"][0]), int(ev["timestamp_ns"][-1]))
+    cuts = [0, n]
+    if n > chunk_events:
+        closed = np.flatnonzero((ev["event_kind"] == F.EVENT_RETURN) & (ev["call_depth"] == 0))
+        at = np.searchsorted(closed, np.arange(chunk_events, n, chunk_events))
+        cuts = [0, *np.unique(closed[at[at < len(closed)]] + 1).tolist(), n]
+        cuts = sorted(set(cuts))
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        yield _calls_in(ev[a:b], a, number, ends)
+
+
+def _calls_in(ev: np.ndarray, offset: int, number: int, ends: tuple[int, int]) -> Calls:
+    """The calls of events `ev` (index_seq `offset` on), the thread's first and last
+    timestamps being `ends`."""
     kind = np.ascontiguousarray(ev["event_kind"])
     valid = (kind == F.EVENT_CALL) | (kind == F.EVENT_RETURN)
     if valid.all():
@@ -106,6 +134,7 @@ def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Call
         kind = kind[seq]
     if len(kind) == 0:
         return Calls.zeros()
+    first_ts, last_ts = ends
     depth = _column(ev, "call_depth", seq)
     ts = _column(ev, "timestamp_ns", seq)
     fid = _column(ev, "function_id", seq)
@@ -130,17 +159,18 @@ def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Call
     gone = np.full(len(call_at), -1, dtype=np.int64)
     gone[unpaired] = _first_later_at_or_above(depth, call_at[unpaired])
     def index_seq(positions: np.ndarray) -> np.ndarray:
-        return positions if seq is None else seq[positions]
+        return (positions if seq is None else seq[positions]) + offset
 
     k, n = len(orphan_at), len(orphan_at) + len(call_at)
     end_at = np.where(unpaired, gone, ret_at)
-    start_ns = np.concatenate((np.full(k, ts[0], dtype=np.uint64), ts[call_at]))
+    start_ns = np.concatenate((np.full(k, first_ts, dtype=np.uint64), ts[call_at]))
     end_ns = np.concatenate((ts[orphan_at], np.where(end_at >= 0, ts[np.maximum(end_at, 0)],
-                                                     ts[-1])))
+                                                     np.uint64(last_ts))))
     out = Calls({
         "thread": np.full(n, number, dtype=np.uint32),
         "function_id": np.concatenate((fid[orphan_at], fid[call_at])),
-        "call_seq": np.concatenate((np.full(k, -1, dtype=np.int64), index_seq(call_at))),
+        "call_seq": np.concatenate((np.full(k, -1, dtype=np.int64),
+                                    index_seq(call_at).astype(np.int64))),
         "return_seq": np.concatenate((index_seq(orphan_at).astype(np.int64),
                                       np.where(unpaired, -1, index_seq(np.maximum(ret_at, 0))))),
         "start_ns": start_ns,

@@ -79,6 +79,8 @@ def hide(calls: Calls, ids: np.ndarray) -> Calls:
 
 def in_window(calls: Calls, start_ns: int | None, end_ns: int | None) -> Calls:
     """The calls that start within [start_ns, end_ns]."""
+    if start_ns is None and end_ns is None:
+        return calls
     keep = np.ones(len(calls), dtype=bool)
     if start_ns is not None:
         keep &= calls["start_ns"] >= start_ns

@@ -55,7 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def thread_tables(session: SessionReader, args: argparse.Namespace
                   ) -> Iterator[tuple[ThreadReader, C.Calls]]:
-    """Each selected thread with its calls table, the command's filters applied."""
+    """Each selected thread's calls, a table per chunk (calls.thread_call_chunks: a chunk
+    holds whole call trees, so filters and statistics apply chunk by chunk), the command's
+    filters applied."""
     names = S.function_names(session)
     threads = session.threads
     if args.tid:
@@ -65,14 +67,14 @@ def thread_tables(session: SessionReader, args: argparse.Namespace
                            f"{session.path}")
     matched_any = not args.filter
     for t in threads:
-        calls = C.thread_calls(t)
-        if args.notrace:
-            calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
-        if args.filter:
-            ids = S.matching_ids(calls, names, args.filter)
-            matched_any = matched_any or len(ids) > 0
-            calls = S.within(calls, ids)
-        yield t, S.in_window(calls, args.from_ns, args.to_ns)
+        for calls in C.thread_call_chunks(t):
+            if args.notrace:
+                calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
+            if args.filter:
+                ids = S.matching_ids(calls, names, args.filter)
+                matched_any = matched_any or len(ids) > 0
+                calls = S.within(calls, ids)
+            yield t, S.in_window(calls, args.from_ns, args.to_ns)
     if not matched_any:
         raise CliError(f"-F {' '.join(args.filter)}: no function of the session matches")
 
@@ -86,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
     names = S.function_names(session)
     modules = S.module_names(session)
-    per_thread = [(t, R.function_stats(calls)) for t, calls in thread_tables(session, args)]
+    per_thread = stats_by_thread(session, args)
     if args.diff:
         other = SessionReader(args.diff)
-        other_stats = R.merge_stats([st for _, st in thread_tables_stats(other, args)])
+        other_stats = R.merge_stats([st for _, st in stats_by_thread(other, args)])
         return print_diff(R.merge_stats([st for _, st in per_thread]), names, other_stats,
                           S.function_names(other), args)
     if args.threads:
@@ -115,10 +117,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def thread_tables_stats(session: SessionReader, args: argparse.Namespace
-                        ) -> Iterator[tuple[ThreadReader, np.ndarray]]:
+def stats_by_thread(session: SessionReader, args: argparse.Namespace
+                    ) -> list[tuple[ThreadReader, np.ndarray]]:
+    """Each selected thread with its function statistics (counted chunk by chunk, merged)."""
+    parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
     for t, calls in thread_tables(session, args):
-        yield t, R.function_stats(calls)
+        parts.setdefault(t.id, (t, []))[1].append(R.function_stats(calls))
+    return [(t, R.merge_stats(stats)) for t, stats in parts.values()]
 
 
 def ordered(stats: np.ndarray, args: argparse.Namespace, names: dict[int, str]) -> np.ndarray:
