@@ -152,6 +152,8 @@ def print_table(stats: np.ndarray, names: dict[int, str]) -> None:
         lines.append(f"{d(int(s['total_ns'])):>12} {d(int(s['self_ns'])):>12} {calls:>10} "
                      f"{d(int(s['total_ns']) // max(calls, 1)):>12} {d(int(s['min_ns'])):>12} "
                      f"{d(int(s['max_ns'])):>12}  {S.label(names, int(s['function_id']))}")
+    if len(stats) == 0:
+        lines.append("(no calls)")
     sys.stdout.write("\n".join(lines) + "\n")
 
 
