@@ -175,8 +175,9 @@ def test_replay_shows_the_tree_with_durations(tmp_path):
     lines = run_ada("replay", s.path, "-D", 2, "-t", "100ns").stdout.splitlines()
     assert [line.split("| ")[1] for line in lines[1:]] == [
         "main() {", "  work();", "  rec();", "} /* main */"]
-    rec = run_ada("replay", s.path, "-F", "rec", "-N", "re?").stderr
-    assert "no function of the session matches" in rec
+    hidden = run_ada("replay", s.path, "-F", "rec", "-N", "re?")  # -N hides what -F shows
+    assert hidden.returncode == 0 and hidden.stdout.splitlines() == [lines[0]]
+    assert "no function of the session matches" in run_ada("replay", s.path, "-F", "x*").stderr
 
 
 def test_replay_marks_what_the_recording_cut(tmp_path):
@@ -231,3 +232,18 @@ def test_a_thread_cut_into_chunks_gives_the_same_calls(tmp_path):
     for name in C.CALL.names:
         assert np.array_equal(cut[name], whole[name]), name
     assert whole["flags"].tolist().count(C.LEFT) == 2 and whole["flags"][-2] == C.OPEN
+
+
+def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
+    from ada.tracer.analysis import replay as P
+    shifted = [(t + 50, f, k, d) for t, f, k, d in BALANCED]
+    events = [(t + 2000 * i, f, k, d) for i in range(5) for t, f, k, d in BALANCED]
+    other = [(t + 2000 * i, f, k, d) for i in range(5) for t, f, k, d in shifted]
+    s = write_session(tmp_path, events, other)
+    blocks = list(P.merged_lines([(P.lines_of(c) for c in C.thread_call_chunks(t, chunk_events=12))
+                                  for t in s.threads]))
+    assert len(blocks) > 2
+    ts = np.concatenate([b["ts"] for b in blocks])
+    assert len(ts) == 2 * 5 * 9 and np.all(np.diff(ts) >= 0)  # 9 lines per BALANCED tree
+    threads = np.concatenate([b["thread"] for b in blocks])
+    assert threads[:2].tolist() == [0, 1] and sorted(threads.tolist()) == [0] * 45 + [1] * 45

@@ -4,13 +4,15 @@ A call without children is one line, `name();`, its duration in the DURATION col
 with children opens `name() {` and closes `} /* name */` with its duration. Lines of every
 thread are merged by time; the TID column says whose they are.
 
-The lines' order is computed on whole columns (a lexsort of opening and closing points); only
-the text of each line is made one at a time, and written in large batches.
+The lines' order is computed on whole columns (a lexsort of opening and closing points), a
+chunk of a thread at a time (calls.thread_call_chunks), and the threads' lines are merged by
+time a bounded block at a time; only the text of each line is made one at a time, and written
+in large batches.
 """
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Iterator, TextIO
 
 import numpy as np
 
@@ -23,68 +25,114 @@ INDENT = "  "
 BATCH = 65536
 
 
-def line_order(calls: Calls, leaf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, is_close) of every line: a leaf gives one line, any other call an opening and a
-    closing one. At the same time a closing line comes before an opening one, deeper closes
-    first and shallower opens first."""
-    rows = np.arange(len(calls))
+LINE_FIELDS = ("ts", "tie", "function_id", "duration_ns", "flags", "thread", "depth", "close",
+               "leaf")
+
+
+def lines_of(calls: Calls) -> dict[str, np.ndarray]:
+    """The lines of a calls table (parents valid) as columns, in order: a call without
+    children gives one line, any other an opening and a closing one. At the same time a
+    closing line comes before an opening one, deeper closes first and shallower opens first."""
+    n = len(calls)
+    leaf = np.ones(n, dtype=bool)
+    leaf[calls["parent"][calls["parent"] >= 0]] = False
+    rows = np.arange(n)
     inner = rows[~leaf]
     row = np.concatenate((rows, inner))
-    close = np.concatenate((np.zeros(len(rows), dtype=bool), np.ones(len(inner), dtype=bool)))
+    close = np.concatenate((np.zeros(n, dtype=bool), np.ones(len(inner), dtype=bool)))
     ts = np.where(close, calls["end_ns"][row], calls["start_ns"][row]).astype(np.int64)
     depth = calls["depth"][row].astype(np.int64)
     tie = np.where(close, -depth, depth + (1 << 32))
     order = np.lexsort((tie, ts))
-    return row[order], close[order]
+    row, close = row[order], close[order]
+    return {"ts": ts[order], "tie": tie[order], "function_id": calls["function_id"][row],
+            "duration_ns": calls["duration_ns"][row], "flags": calls["flags"][row],
+            "thread": calls["thread"][row], "depth": depth[order], "close": close,
+            "leaf": leaf[row]}
 
 
-def write_replay(calls: Calls, tids: dict[int, int], names: dict[int, str],
-                 out: TextIO, *, base_depth: int = 0) -> int:
-    """Write the lines of `calls` (a calls table, parents valid); returns the lines written."""
-    n = len(calls)
-    has_child = np.zeros(n, dtype=bool)
-    parents = calls["parent"][calls["parent"] >= 0]
-    has_child[parents] = True
-    row, close = line_order(calls, ~has_child)
-    labels = {f: label(names, f) for f in np.unique(calls["function_id"]).tolist()}
+def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
+                 ) -> Iterator[dict[str, np.ndarray]]:
+    """The line blocks of several threads (each in time order) merged by time, a bounded
+    amount at a time: whatever every thread's pending block has passed is written."""
+    pending: list[dict[str, np.ndarray] | None] = [None] * len(blocks_by_thread)
+    live = list(range(len(blocks_by_thread)))
+
+    def refill(i: int) -> bool:
+        for block in blocks_by_thread[i]:
+            if len(block["ts"]):
+                pending[i] = block
+                return True
+        pending[i] = None
+        return False
+
+    live = [i for i in live if refill(i)]
+    while live:
+        horizon = min(int(pending[i]["ts"][-1]) for i in live)  # type: ignore[index]
+        parts = []
+        for i in live:
+            block = pending[i]
+            assert block is not None
+            cut = int(np.searchsorted(block["ts"], horizon, side="right"))
+            parts.append({k: v[:cut] for k, v in block.items()})
+            pending[i] = {k: v[cut:] for k, v in block.items()}
+        merged = {k: np.concatenate([p[k] for p in parts]) for k in LINE_FIELDS}
+        order = np.lexsort((merged["tie"], merged["ts"]))  # stable: thread order on ties
+        yield {k: v[order] for k, v in merged.items()}
+        live = [i for i in live if len(pending[i]["ts"]) or refill(i)]  # type: ignore[index]
+
+
+def write_replay(blocks: Iterator[dict[str, np.ndarray]], tids: dict[int, int],
+                 names: dict[int, str], out: TextIO, *, relative: bool = False) -> int:
+    """Write line blocks (lines_of, merged_lines); returns the lines written. `relative`:
+    indent from the depth of the first line (-F shows calls from deep in the tree)."""
+    labels: dict[int, str] = {}
+    base_depth: int | None = None if relative else 0
     out.write(HEADER + "\n")
     written = 0
     tails: dict[tuple[int, int, int, int, bool, bool], str] = {}
-    depth_all = calls["depth"].astype(np.int64) - base_depth
-    for a in range(0, len(row), BATCH):
-        r, c = row[a:a + BATCH], close[a:a + BATCH]
-        fids = calls["function_id"][r].tolist()
-        durs = calls["duration_ns"][r].tolist()
-        flags = calls["flags"][r].tolist()
-        threads = calls["thread"][r].tolist()
-        depths = np.maximum(depth_all[r], 0).tolist()
-        leaf = (~has_child[r]).tolist()
-        lines = []
-        for fid, dur, flag, thread, depth, is_close, is_leaf in zip(
-                fids, durs, flags, threads, depths, c.tolist(), leaf):
-            # Everything after the duration repeats: made once per combination.
-            key = (fid, flag, thread, depth, is_close, is_leaf)
-            rest = tails.get(key)
-            if rest is None:
-                rest = tails[key] = _rest(labels[fid], flag, tids.get(thread, thread), depth,
-                                          is_close, is_leaf)
-                if len(tails) > 1 << 20:
-                    tails.clear()
-            if is_close or is_leaf:  # format_duration, inline: this loop is the hot one
-                if dur < 1000:
-                    text = f"{dur} ns"
-                elif dur < 1_000_000:
-                    text = f"{dur / 1e3:.3f} us"
-                elif dur < 1_000_000_000:
-                    text = f"{dur / 1e6:.3f} ms"
-                else:
-                    text = f"{dur / 1e9:.3f}  s"
-                lines.append(f"{text:>10}{rest}")
-            else:
-                lines.append(f"{'':>10}{rest}")
-        out.write("\n".join(lines) + "\n")
-        written += len(lines)
+    for block in blocks:
+        if base_depth is None and len(block["depth"]):
+            base_depth = int(block["depth"][0])
+        for a in range(0, len(block["ts"]), BATCH):
+            lines = _format(block, slice(a, a + BATCH), tails, labels, names, tids,
+                            base_depth or 0)
+            out.write("\n".join(lines) + "\n")
+            written += len(lines)
     return written
+
+
+def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict[int, str],
+            names: dict[int, str], tids: dict[int, int], base_depth: int) -> list[str]:
+    lines = []
+    for fid, dur, flag, thread, depth, is_close, is_leaf in zip(
+            block["function_id"][part].tolist(), block["duration_ns"][part].tolist(),
+            block["flags"][part].tolist(), block["thread"][part].tolist(),
+            np.maximum(block["depth"][part] - base_depth, 0).tolist(),
+            block["close"][part].tolist(), block["leaf"][part].tolist()):
+        # Everything after the duration repeats: made once per combination.
+        key = (fid, flag, thread, depth, is_close, is_leaf)
+        rest = tails.get(key)
+        if rest is None:
+            if fid not in labels:
+                labels[fid] = label(names, fid)
+            rest = tails[key] = _rest(labels[fid], flag, tids.get(thread, thread), depth,
+                                      is_close, is_leaf)
+            if len(tails) > 1 << 20:
+                tails.clear()
+        if is_close or is_leaf:  # format_duration, inline: this loop is the hot one
+            if dur < 1000:
+                text = f"{dur} ns"
+            elif dur < 1_000_000:
+                text = f"{dur / 1e3:.3f} us"
+            elif dur < 1_000_000_000:
+                text = f"{dur / 1e6:.3f} ms"
+            else:
+                text = f"{dur / 1e9:.3f}  s"
+            lines.append(f"{text:>10}{rest}")
+        else:
+            lines.append(f"{'':>10}{rest}")
+    return lines
 
 
 def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: bool) -> str:

@@ -9,11 +9,12 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
+from ..analysis import calls as C
 from ..analysis import replay as P
 from ..analysis import selection as S
 from ..analysis.report import parse_duration
-from .common import CliError, non_negative_int
-from .report import selected_calls
+from .common import non_negative_int
+from .report import chunks_of, selected_threads
 
 
 def duration(text: str) -> int:
@@ -51,16 +52,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
-    calls = selected_calls(session, args)
-    keep = np.ones(len(calls), dtype=bool)
-    if args.depth is not None:
-        keep &= calls["depth"] < args.depth
-    if args.time_filter is not None:
-        keep &= calls["duration_ns"] >= args.time_filter
-    calls = S.subset(calls, keep)
-    if len(calls) == 0 and (args.filter or args.time_filter or args.depth is not None):
-        raise CliError("no call is left after the filters")
+    names = S.function_names(session)
+
+    def shown(calls: C.Calls) -> C.Calls:
+        keep = np.ones(len(calls), dtype=bool)
+        if args.depth is not None:
+            keep &= calls["depth"] < args.depth
+        if args.time_filter is not None:
+            keep &= calls["duration_ns"] >= args.time_filter
+        return S.subset(calls, keep)
+
+    # Thread by thread, chunk by chunk, lazily: the lines are merged by time as they come.
+    blocks = P.merged_lines([(P.lines_of(shown(c)) for c in chunks_of(t, args, names))
+                             for t in selected_threads(session, args)])
     tids = {t.id: t.thread_id for t in session.threads}
-    base = int(calls["depth"].min()) if args.filter and len(calls) else 0
-    P.write_replay(calls, tids, S.function_names(session), sys.stdout, base_depth=base)
+    P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
     return 0

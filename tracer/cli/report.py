@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from fnmatch import fnmatchcase
 from typing import Any, Iterator
 
 import numpy as np
@@ -53,30 +54,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def thread_tables(session: SessionReader, args: argparse.Namespace
-                  ) -> Iterator[tuple[ThreadReader, C.Calls]]:
-    """Each selected thread's calls, a table per chunk (calls.thread_call_chunks: a chunk
-    holds whole call trees, so filters and statistics apply chunk by chunk), the command's
-    filters applied."""
-    names = S.function_names(session)
+def selected_threads(session: SessionReader, args: argparse.Namespace) -> list[ThreadReader]:
+    """The threads --tid selects (all without it), and a one-line error for an -F that no
+    function of the session matches."""
     threads = session.threads
     if args.tid:
         threads = [t for t in threads if t.thread_id in set(args.tid)]
         if not threads:
             raise CliError(f"no thread with tid {', '.join(map(str, args.tid))} in "
                            f"{session.path}")
-    matched_any = not args.filter
-    for t in threads:
-        for calls in C.thread_call_chunks(t):
-            if args.notrace:
-                calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
-            if args.filter:
-                ids = S.matching_ids(calls, names, args.filter)
-                matched_any = matched_any or len(ids) > 0
-                calls = S.within(calls, ids)
-            yield t, S.in_window(calls, args.from_ns, args.to_ns)
-    if not matched_any:
-        raise CliError(f"-F {' '.join(args.filter)}: no function of the session matches")
+    if args.filter:
+        names = S.function_names(session)
+        known = list(names.values()) or None
+        if known is not None and not any(fnmatchcase(n, p) for n in known for p in args.filter):
+            raise CliError(f"-F {' '.join(args.filter)}: no function of the session matches")
+    return threads
+
+
+def chunks_of(thread: ThreadReader, args: argparse.Namespace, names: dict[int, str]
+              ) -> Iterator[C.Calls]:
+    """One thread's calls, a table per chunk (calls.thread_call_chunks: a chunk holds whole
+    call trees, so filters and statistics apply chunk by chunk), the filters applied."""
+    for calls in C.thread_call_chunks(thread):
+        if args.notrace:
+            calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
+        if args.filter:
+            calls = S.within(calls, S.matching_ids(calls, names, args.filter))
+        yield S.in_window(calls, args.from_ns, args.to_ns)
+
+
+def thread_tables(session: SessionReader, args: argparse.Namespace
+                  ) -> Iterator[tuple[ThreadReader, C.Calls]]:
+    """Each selected thread with its calls, chunk after chunk, the filters applied."""
+    names = S.function_names(session)
+    for t in selected_threads(session, args):
+        for calls in chunks_of(t, args, names):
+            yield t, calls
 
 
 def selected_calls(session: SessionReader, args: argparse.Namespace) -> C.Calls:
