@@ -1,4 +1,8 @@
-"""Which calls of a calls table a reading command shows: names, threads, time, -F and -N.
+"""Which calls of a session a reading command shows: threads, -F, -N and a time window.
+
+CallFilter is what report, replay and graph share: the threads it selects, and each thread's
+calls chunk by chunk (calls.thread_call_chunks: a chunk holds whole call trees, so the filters
+apply chunk by chunk) with the filters applied.
 
 Function names come from the manifest's symbols (a hex function_id when a session has none).
 `within` (-F) keeps the calls of the named functions and everything they call; `hide` (-N)
@@ -8,12 +12,17 @@ caller's self time, as if the caller had done the work itself.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import Iterator
 
 import numpy as np
 
+from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
+from ..errors import TracerError
+from . import calls as C
 from .calls import Calls
 
 
@@ -87,3 +96,47 @@ def in_window(calls: Calls, start_ns: int | None, end_ns: int | None) -> Calls:
     if end_ns is not None:
         keep &= calls["start_ns"] <= end_ns
     return subset(calls, keep)
+
+
+@dataclass
+class CallFilter:
+    tids: list[int] = field(default_factory=list)  # OS thread ids; empty: every thread
+    within: list[str] = field(default_factory=list)  # -F globs
+    hide: list[str] = field(default_factory=list)  # -N globs
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def threads(self, session: SessionReader) -> list[ThreadReader]:
+        """The selected threads; TracerError for a tid or an -F that the session lacks."""
+        threads = session.threads
+        if self.tids:
+            threads = [t for t in threads if t.thread_id in set(self.tids)]
+            if not threads:
+                raise TracerError(f"no thread with tid {', '.join(map(str, self.tids))} in "
+                                  f"{session.path}")
+        if self.within:
+            known = list(function_names(session).values())
+            if known and not any(fnmatchcase(n, p) for n in known for p in self.within):
+                raise TracerError(f"-F {' '.join(self.within)}: no function of the session "
+                                  "matches")
+        return threads
+
+    def chunks(self, thread: ThreadReader, names: dict[int, str]) -> Iterator[Calls]:
+        """One thread's calls, a table per chunk, the filters applied."""
+        for calls in C.thread_call_chunks(thread):
+            if self.hide:
+                calls = hide(calls, matching_ids(calls, names, self.hide))
+            if self.within:
+                calls = within(calls, matching_ids(calls, names, self.within))
+            yield in_window(calls, self.start_ns, self.end_ns)
+
+    def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
+        """Each selected thread with its calls, chunk after chunk."""
+        names = function_names(session)
+        for t in self.threads(session):
+            for calls in self.chunks(t, names):
+                yield t, calls
+
+    def calls(self, session: SessionReader) -> Calls:
+        """One table of every selected call (parents index the whole table)."""
+        return C.join_threads([calls for _, calls in self.tables(session)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
+from ..analysis.selection import CallFilter
 from ..errors import TracerError
 
 
@@ -32,6 +33,28 @@ def number(kind: type, minimum: float | None = None, maximum: float | None = Non
 
 
 non_negative_int = number(int, minimum=0)
+
+
+def add_call_filters(p: argparse.ArgumentParser, *, within: bool = True) -> None:
+    """The options report, replay and graph share (see call_filter)."""
+    if within:
+        p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
+                       help="only within calls of FUNC (a glob; repeatable)")
+    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
+                   help="hide FUNC and what it calls; report charges their time to the caller "
+                   "(a glob; repeatable)")
+    p.add_argument("--tid", type=non_negative_int, action="append", default=[], metavar="TID",
+                   help="only the thread with this OS thread id (repeatable)")
+    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or after T")
+    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
+                   help="only calls that start at or before T")
+
+
+def call_filter(args: argparse.Namespace) -> CallFilter:
+    """The CallFilter of add_call_filters' options."""
+    return CallFilter(tids=args.tid, within=getattr(args, "filter", []), hide=args.notrace,
+                      start_ns=args.from_ns, end_ns=args.to_ns)
 
 
 def format_duration_ns(ns: int) -> str:

@@ -10,8 +10,7 @@ from ada.atf.session import SessionReader
 from ..analysis import graph as G
 from ..analysis import selection as S
 from ..analysis.report import format_duration
-from .common import CliError, non_negative_int
-from .report import selected_calls
+from .common import CliError, add_call_filters, call_filter, non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,23 +23,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("function", nargs="?", metavar="FUNC", help="a function (a glob)")
-    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                   help="hide FUNC and what it calls (a glob; repeatable)")
     p.add_argument("-D", "--depth", type=non_negative_int, metavar="N",
                    help="draw N levels at most")
-    p.add_argument("--tid", type=non_negative_int, action="append", metavar="TID",
-                   help="only the thread with this OS thread id (repeatable)")
-    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or after T")
-    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or before T")
-    p.set_defaults(run=run, filter=[])
+    add_call_filters(p, within=False)
+    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
     names = S.function_names(session)
-    calls = selected_calls(session, args)
+    calls = call_filter(args).calls(session)
     paths = G.call_paths(calls)
     label = lambda fid: S.label(names, fid)  # noqa: E731
     out = []

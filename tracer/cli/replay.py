@@ -13,8 +13,7 @@ from ..analysis import calls as C
 from ..analysis import replay as P
 from ..analysis import selection as S
 from ..analysis.report import parse_duration
-from .common import non_negative_int
-from .report import chunks_of, selected_threads
+from .common import add_call_filters, call_filter, non_negative_int
 
 
 def duration(text: str) -> int:
@@ -33,20 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="example:\n  ada replay ada_traces/session_*/pid_1234 -F 'handle_*' -t 10us",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
-    p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
-                   help="only within calls of FUNC (a glob; repeatable)")
-    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                   help="hide FUNC and what it calls (a glob; repeatable)")
+    add_call_filters(p)
     p.add_argument("-D", "--depth", type=non_negative_int, metavar="N",
                    help="only calls less than N levels deep")
     p.add_argument("-t", "--time-filter", type=duration, metavar="DUR",
                    help="hide calls shorter than DUR (e.g. 10us, 2ms)")
-    p.add_argument("--tid", type=non_negative_int, action="append", metavar="TID",
-                   help="only the thread with this OS thread id (repeatable)")
-    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or after T")
-    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or before T")
     p.set_defaults(run=run)
 
 
@@ -63,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         return S.subset(calls, keep)
 
     # Thread by thread, chunk by chunk, lazily: the lines are merged by time as they come.
-    blocks = P.merged_lines([(P.lines_of(shown(c)) for c in chunks_of(t, args, names))
-                             for t in selected_threads(session, args)])
+    selection = call_filter(args)
+    blocks = P.merged_lines([(P.lines_of(shown(c)) for c in selection.chunks(t, names))
+                             for t in selection.threads(session)])
     tids = {t.id: t.thread_id for t in session.threads}
     P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
     return 0

@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from fnmatch import fnmatchcase
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from ..analysis import calls as C
 from ..analysis import report as R
 from ..analysis import selection as S
-from .common import CliError, non_negative_int
+from ..analysis.selection import CallFilter
+from .common import add_call_filters, call_filter, non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,17 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-s", "--sort", choices=R.SORT_KEYS, default="total",
                    help="order of the rows (default total; largest first, name A-Z)")
     p.add_argument("--limit", type=non_negative_int, metavar="N", help="only the first N rows")
-    p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
-                   help="only within calls of FUNC (a glob; repeatable)")
-    p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                   help="hide FUNC and what it calls, charging their time to the caller "
-                   "(a glob; repeatable)")
-    p.add_argument("--tid", type=non_negative_int, action="append", metavar="TID",
-                   help="only the thread with this OS thread id (repeatable)")
-    p.add_argument("--from-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or after T")
-    p.add_argument("--to-ns", type=non_negative_int, metavar="T",
-                   help="only calls that start at or before T")
+    add_call_filters(p)
     p.add_argument("--threads", action="store_true", help="one table per thread")
     p.add_argument("--diff", metavar="OTHER",
                    help="compare with another session: each function's figures here, there, "
@@ -54,57 +43,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def selected_threads(session: SessionReader, args: argparse.Namespace) -> list[ThreadReader]:
-    """The threads --tid selects (all without it), and a one-line error for an -F that no
-    function of the session matches."""
-    threads = session.threads
-    if args.tid:
-        threads = [t for t in threads if t.thread_id in set(args.tid)]
-        if not threads:
-            raise CliError(f"no thread with tid {', '.join(map(str, args.tid))} in "
-                           f"{session.path}")
-    if args.filter:
-        names = S.function_names(session)
-        known = list(names.values()) or None
-        if known is not None and not any(fnmatchcase(n, p) for n in known for p in args.filter):
-            raise CliError(f"-F {' '.join(args.filter)}: no function of the session matches")
-    return threads
-
-
-def chunks_of(thread: ThreadReader, args: argparse.Namespace, names: dict[int, str]
-              ) -> Iterator[C.Calls]:
-    """One thread's calls, a table per chunk (calls.thread_call_chunks: a chunk holds whole
-    call trees, so filters and statistics apply chunk by chunk), the filters applied."""
-    for calls in C.thread_call_chunks(thread):
-        if args.notrace:
-            calls = S.hide(calls, S.matching_ids(calls, names, args.notrace))
-        if args.filter:
-            calls = S.within(calls, S.matching_ids(calls, names, args.filter))
-        yield S.in_window(calls, args.from_ns, args.to_ns)
-
-
-def thread_tables(session: SessionReader, args: argparse.Namespace
-                  ) -> Iterator[tuple[ThreadReader, C.Calls]]:
-    """Each selected thread with its calls, chunk after chunk, the filters applied."""
-    names = S.function_names(session)
-    for t in selected_threads(session, args):
-        for calls in chunks_of(t, args, names):
-            yield t, calls
-
-
-def selected_calls(session: SessionReader, args: argparse.Namespace) -> C.Calls:
-    """The calls table of every selected thread (parents index the whole table)."""
-    return C.join_threads([calls for _, calls in thread_tables(session, args)])
-
-
 def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
     names = S.function_names(session)
     modules = S.module_names(session)
-    per_thread = stats_by_thread(session, args)
+    per_thread = stats_by_thread(session, call_filter(args))
     if args.diff:
         other = SessionReader(args.diff)
-        other_stats = R.merge_stats([st for _, st in stats_by_thread(other, args)])
+        other_stats = R.merge_stats([st for _, st in stats_by_thread(other, call_filter(args))])
         return print_diff(R.merge_stats([st for _, st in per_thread]), names, other_stats,
                           S.function_names(other), args)
     if args.threads:
@@ -130,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def stats_by_thread(session: SessionReader, args: argparse.Namespace
+def stats_by_thread(session: SessionReader, selection: CallFilter
                     ) -> list[tuple[ThreadReader, np.ndarray]]:
     """Each selected thread with its function statistics (counted chunk by chunk, merged)."""
     parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
-    for t, calls in thread_tables(session, args):
+    for t, calls in selection.tables(session):
         parts.setdefault(t.id, (t, []))[1].append(R.function_stats(calls))
     return [(t, R.merge_stats(stats)) for t, stats in parts.values()]
 
