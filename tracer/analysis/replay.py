@@ -16,8 +16,12 @@ from typing import Iterator, TextIO
 
 import numpy as np
 
+from ada.atf import format as F
+from ada.atf.reader import ThreadReader
+
 from . import calls as C
 from .calls import Calls
+from .report import format_duration
 from .selection import label
 
 HEADER = "# DURATION     TID     FUNCTION"
@@ -26,10 +30,37 @@ BATCH = 65536
 
 
 LINE_FIELDS = ("ts", "tie", "function_id", "duration_ns", "flags", "thread", "depth", "close",
-               "leaf")
+               "leaf", "args", "value", "detailed")
+SHOWN_ARGS = 3  # argument registers shown from a CALL's detail (regs[0..5] hold the first six)
 
 
-def lines_of(calls: Calls) -> dict[str, np.ndarray]:
+def detail_texts(calls: Calls, thread: ThreadReader) -> tuple[np.ndarray, np.ndarray]:
+    """Per call, from the thread's detail lane where it has the records: its first argument
+    registers ("0x3, 0x4, 0x0") and its return value ("0x7"); None where there is no record.
+    Names and types come with debug information (a later issue)."""
+    args = np.full(len(calls), None, dtype=object)
+    value = np.full(len(calls), None, dtype=object)
+    detail = thread.detail
+    if detail is None or len(calls) == 0:
+        return args, value
+    links = thread.index.events["detail_seq"]
+    for column, seqs in ((args, calls["call_seq"]), (value, calls["return_seq"])):
+        have = np.flatnonzero(seqs >= 0)
+        dseq = links[seqs[have]]
+        linked = dseq != F.NO_DETAIL_SEQ
+        for row, d in zip(have[linked].tolist(), dseq[linked].tolist()):
+            event = detail.get(d)
+            if event is None or not event.is_function:
+                continue
+            if column is args:
+                column[row] = ", ".join(f"0x{r:x}" for r in event.regs[:SHOWN_ARGS])
+            elif event.return_value is not None:
+                column[row] = f"0x{event.return_value:x}"
+    return args, value
+
+
+def lines_of(calls: Calls, details: tuple[np.ndarray, np.ndarray] | None = None
+             ) -> dict[str, np.ndarray]:
     """The lines of a calls table (parents valid) as columns, in order: a call without
     children gives one line, any other an opening and a closing one. At the same time a
     closing line comes before an opening one, deeper closes first and shallower opens first."""
@@ -48,7 +79,11 @@ def lines_of(calls: Calls) -> dict[str, np.ndarray]:
     return {"ts": ts[order], "tie": tie[order], "function_id": calls["function_id"][row],
             "duration_ns": calls["duration_ns"][row], "flags": calls["flags"][row],
             "thread": calls["thread"][row], "depth": depth[order], "close": close,
-            "leaf": leaf[row]}
+            "leaf": leaf[row],
+            "args": details[0][row] if details else np.full(len(row), None, dtype=object),
+            "value": details[1][row] if details else np.full(len(row), None, dtype=object),
+            "detailed": (np.not_equal(details[0][row], None) | np.not_equal(details[1][row], None))
+            if details else np.zeros(len(row), dtype=bool)}
 
 
 def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
@@ -104,12 +139,15 @@ def write_replay(blocks: Iterator[dict[str, np.ndarray]], tids: dict[int, int],
 
 def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict[int, str],
             names: dict[int, str], tids: dict[int, int], base_depth: int) -> list[str]:
+    columns = (block["function_id"][part].tolist(), block["duration_ns"][part].tolist(),
+               block["flags"][part].tolist(), block["thread"][part].tolist(),
+               np.maximum(block["depth"][part] - base_depth, 0).tolist(),
+               block["close"][part].tolist(), block["leaf"][part].tolist())
+    if block["detailed"][part].any():
+        return _format_detailed(columns, block["args"][part].tolist(),
+                                block["value"][part].tolist(), tails, labels, names, tids)
     lines = []
-    for fid, dur, flag, thread, depth, is_close, is_leaf in zip(
-            block["function_id"][part].tolist(), block["duration_ns"][part].tolist(),
-            block["flags"][part].tolist(), block["thread"][part].tolist(),
-            np.maximum(block["depth"][part] - base_depth, 0).tolist(),
-            block["close"][part].tolist(), block["leaf"][part].tolist()):
+    for fid, dur, flag, thread, depth, is_close, is_leaf in zip(*columns):
         # Everything after the duration repeats: made once per combination.
         key = (fid, flag, thread, depth, is_close, is_leaf)
         rest = tails.get(key)
@@ -135,14 +173,34 @@ def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict
     return lines
 
 
-def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: bool) -> str:
-    """A line after its DURATION column."""
+def _format_detailed(columns: tuple, args_of: list, values_of: list, tails: dict,
+                     labels: dict[int, str], names: dict[int, str],
+                     tids: dict[int, int]) -> list[str]:
+    """Lines some of which carry arguments or a return value (the detail lane)."""
+    lines = []
+    for (fid, dur, flag, thread, depth, is_close, is_leaf), args, value in zip(
+            zip(*columns), args_of, values_of):
+        if fid not in labels:
+            labels[fid] = label(names, fid)
+        rest = _rest(labels[fid], flag, tids.get(thread, thread), depth, is_close, is_leaf,
+                     args, value)
+        lines.append(f"{format_duration(dur) if is_close or is_leaf else '':>10}{rest}")
+    return lines
+
+
+def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: bool,
+          args: str | None = None, value: str | None = None) -> str:
+    """A line after its DURATION column; `args` and `value` from the detail lane, as uftrace
+    shows arguments and return values."""
     pad = INDENT * depth
+    returned = f" = {value}" if value is not None else ""
     if is_close:
-        return f" [{tid:>6}] | {pad}}} /* {name} */{_note(flag)}"
+        return f" [{tid:>6}] | {pad}}}{returned}; /* {name} */{_note(flag)}" if returned \
+            else f" [{tid:>6}] | {pad}}} /* {name} */{_note(flag)}"
+    call = f"{name}({args or ''})"
     if is_leaf:
-        return f" [{tid:>6}] | {pad}{name}();{_note(flag)}"
-    return f" [{tid:>6}] | {pad}{name}() {{"
+        return f" [{tid:>6}] | {pad}{call}{returned};{_note(flag)}"
+    return f" [{tid:>6}] | {pad}{call} {{"
 
 
 def _note(flags: int) -> str:

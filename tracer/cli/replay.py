@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from ..analysis import calls as C
@@ -28,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "replay", help="the call tree in time order, with durations",
         description="Every call in time order, indented by depth: a call without children on "
         "one line with its duration, any other opening with `{` and closing with its "
-        "duration. Threads are merged by time; TID says whose a line is.",
+        "duration. Threads are merged by time; TID says whose a line is. Where the detail "
+        "lane has the records (--detail, flight recorder windows), the first argument "
+        "registers and the return value are shown.",
         epilog="example:\n  ada replay ada_traces/session_*/pid_1234 -F 'handle_*' -t 10us",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
@@ -54,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
 
     # Thread by thread, chunk by chunk, lazily: the lines are merged by time as they come.
     selection = call_filter(args)
-    blocks = P.merged_lines([(P.lines_of(shown(c)) for c in selection.chunks(t, names))
+    def lines(thread: ThreadReader, calls: C.Calls) -> dict[str, np.ndarray]:
+        calls = shown(calls)
+        return P.lines_of(calls, P.detail_texts(calls, thread) if thread.detail else None)
+
+    blocks = P.merged_lines([(lines(t, c) for c in selection.chunks(t, names))
                              for t in selection.threads(session)])
     tids = {t.id: t.thread_id for t in session.threads}
     P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
