@@ -103,23 +103,36 @@ CHUNK_EVENTS = 1 << 20
 
 def thread_call_chunks(thread: ThreadReader, thread_number: int | None = None,
                        chunk_events: int = CHUNK_EVENTS) -> Iterator[Calls]:
-    """The calls of one thread as tables of about `chunk_events` events each, cut where no
-    call is open (after a RETURN at depth 0): each table is whole (parents, self time,
-    recursion), and its columns stay small enough to be worked on in the CPU's caches."""
+    """The calls of one thread as tables of about `chunk_events` events each (chunk_bounds)."""
+    for a, b in chunk_bounds(thread, chunk_events):
+        yield chunk_calls(thread, a, b, thread_number)
+
+
+def chunk_bounds(thread: ThreadReader, chunk_events: int = CHUNK_EVENTS
+                 ) -> list[tuple[int, int]]:
+    """[a, b) index_seq ranges of about `chunk_events` events, cut where no call is open
+    (after a RETURN at depth 0): each chunk's table is whole (parents, self time, recursion),
+    its columns stay small enough to be worked on in the CPU's caches, and chunks can be
+    worked on at once."""
     ev = thread.index.events
     n = len(ev)
     if n == 0:
-        return
-    number = thread.id if thread_number is None else thread_number
-    ends = (int(ev["timestamp_ns"][0]), int(ev["timestamp_ns"][-1]))
+        return []
     cuts = [0, n]
     if n > chunk_events:
         closed = np.flatnonzero((ev["event_kind"] == F.EVENT_RETURN) & (ev["call_depth"] == 0))
         at = np.searchsorted(closed, np.arange(chunk_events, n, chunk_events))
-        cuts = [0, *np.unique(closed[at[at < len(closed)]] + 1).tolist(), n]
-        cuts = sorted(set(cuts))
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        yield _calls_in(ev[a:b], a, number, ends)
+        cuts = sorted({0, n, *(closed[at[at < len(closed)]] + 1).tolist()})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def chunk_calls(thread: ThreadReader, a: int, b: int, thread_number: int | None = None
+                ) -> Calls:
+    """The calls of events [a, b) of a thread (a chunk_bounds range)."""
+    ev = thread.index.events
+    number = thread.id if thread_number is None else thread_number
+    ends = (int(ev["timestamp_ns"][0]), int(ev["timestamp_ns"][-1]))
+    return _calls_in(ev[a:b], a, number, ends)
 
 
 def _calls_in(ev: np.ndarray, offset: int, number: int, ends: tuple[int, int]) -> Calls:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Iterator
+from functools import partial
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -123,12 +124,24 @@ class CallFilter:
 
     def chunks(self, thread: ThreadReader, names: dict[int, str]) -> Iterator[Calls]:
         """One thread's calls, a table per chunk, the filters applied."""
-        for calls in C.thread_call_chunks(thread):
-            if self.hide:
-                calls = hide(calls, matching_ids(calls, names, self.hide))
-            if self.within:
-                calls = within(calls, matching_ids(calls, names, self.within))
-            yield in_window(calls, self.start_ns, self.end_ns)
+        for a, b in C.chunk_bounds(thread):
+            yield self.chunk(thread, a, b, names)
+
+    def chunk(self, thread: ThreadReader, a: int, b: int, names: dict[int, str]) -> Calls:
+        """The calls of one chunk (calls.chunk_bounds), the filters applied."""
+        calls = C.chunk_calls(thread, a, b)
+        if self.hide:
+            calls = hide(calls, matching_ids(calls, names, self.hide))
+        if self.within:
+            calls = within(calls, matching_ids(calls, names, self.within))
+        return in_window(calls, self.start_ns, self.end_ns)
+
+    def jobs(self, session: SessionReader) -> list[tuple[ThreadReader, Callable[[], Calls]]]:
+        """Every selected chunk as work to do later, in any order or at once (numpy lets go
+        of the GIL for the heavy part): (thread, function making its filtered calls)."""
+        names = function_names(session)
+        return [(t, partial(self.chunk, t, a, b, names))
+                for t in self.threads(session) for a, b in C.chunk_bounds(t)]
 
     def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
         """Each selected thread with its calls, chunk after chunk."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -79,9 +81,12 @@ def run(args: argparse.Namespace) -> int:
 def stats_by_thread(session: SessionReader, selection: CallFilter
                     ) -> list[tuple[ThreadReader, np.ndarray]]:
     """Each selected thread with its function statistics (counted chunk by chunk, merged)."""
-    parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
-    for t, calls in selection.tables(session):
-        parts.setdefault(t.id, (t, []))[1].append(R.function_stats(calls))
+    jobs = selection.jobs(session)
+    parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {t.id: (t, []) for t, _ in jobs}
+    # Chunks are independent: one worker per core (numpy works without the GIL).
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        for (t, _), stats in zip(jobs, pool.map(lambda job: R.function_stats(job[1]()), jobs)):
+            parts[t.id][1].append(stats)
     return [(t, R.merge_stats(stats)) for t, stats in parts.values()]
 
 
