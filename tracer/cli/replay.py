@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -55,14 +60,31 @@ def run(args: argparse.Namespace) -> int:
             keep &= calls["duration_ns"] >= args.time_filter
         return S.subset(calls, keep)
 
-    # Thread by thread, chunk by chunk, lazily: the lines are merged by time as they come.
     selection = call_filter(args)
-    def lines(thread: ThreadReader, calls: C.Calls) -> dict[str, np.ndarray]:
-        calls = shown(calls)
+
+    def lines(thread: ThreadReader, a: int, b: int) -> dict[str, np.ndarray]:
+        calls = shown(selection.chunk(thread, a, b, names))
         return P.lines_of(calls, P.detail_texts(calls, thread) if thread.detail else None)
 
-    blocks = P.merged_lines([(lines(t, c) for c in selection.chunks(t, names))
-                             for t in selection.threads(session)])
-    tids = {t.id: t.thread_id for t in session.threads}
-    P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
+    # Thread by thread, chunk by chunk, the lines merged by time as they come; the next chunks
+    # of each thread are worked out by other cores while this one writes text.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        blocks = P.merged_lines([ahead([partial(lines, t, a, b) for a, b in C.chunk_bounds(t)],
+                                       pool)
+                                 for t in selection.threads(session)])
+        tids = {t.id: t.thread_id for t in session.threads}
+        P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
     return 0
+
+
+def ahead(work: list[Callable[[], Any]], pool: ThreadPoolExecutor, depth: int = 2
+          ) -> Iterator[Any]:
+    """The results of `work` in order, at most `depth` of them being made ahead of need."""
+    pending: deque[Future] = deque(pool.submit(fn) for fn in work[:depth])
+    rest = iter(work[depth:])
+    while pending:
+        done = pending.popleft()
+        following = next(rest, None)
+        if following is not None:
+            pending.append(pool.submit(following))
+        yield done.result()
