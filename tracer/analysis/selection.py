@@ -4,7 +4,8 @@ CallFilter is what report, replay and graph share: the threads it selects, and e
 calls chunk by chunk (calls.thread_call_chunks: a chunk holds whole call trees, so the filters
 apply chunk by chunk) with the filters applied.
 
-Function names come from the manifest's symbols (a hex function_id when a session has none).
+Function names come from the manifest's symbols (SessionReader.symbol_names; a hex function_id
+when a session has none).
 `within` (-F) keeps the calls of the named functions and everything they call; `hide` (-N)
 drops the named functions' calls and everything they call, and charges their time to the
 caller's self time, as if the caller had done the work itself.
@@ -25,10 +26,6 @@ from ada.atf.session import SessionReader
 from ..errors import TracerError
 from . import calls as C
 from .calls import Calls
-
-
-def function_names(session: SessionReader) -> dict[int, str]:
-    return session.symbol_names()
 
 
 def module_names(session: SessionReader) -> dict[int, str]:
@@ -116,16 +113,11 @@ class CallFilter:
                 raise TracerError(f"no thread with tid {', '.join(map(str, self.tids))} in "
                                   f"{session.path}")
         if self.within:
-            known = list(function_names(session).values())
+            known = list(session.symbol_names().values())
             if known and not any(fnmatchcase(n, p) for n in known for p in self.within):
                 raise TracerError(f"-F {' '.join(self.within)}: no function of the session "
                                   "matches")
         return threads
-
-    def chunks(self, thread: ThreadReader, names: dict[int, str]) -> Iterator[Calls]:
-        """One thread's calls, a table per chunk, the filters applied."""
-        for a, b in C.chunk_bounds(thread):
-            yield self.chunk(thread, a, b, names)
 
     def chunk(self, thread: ThreadReader, a: int, b: int, names: dict[int, str]) -> Calls:
         """The calls of one chunk (calls.chunk_bounds), the filters applied."""
@@ -139,16 +131,16 @@ class CallFilter:
     def jobs(self, session: SessionReader) -> list[tuple[ThreadReader, Callable[[], Calls]]]:
         """Every selected chunk as work to do later, in any order or at once (numpy lets go
         of the GIL for the heavy part): (thread, function making its filtered calls)."""
-        names = function_names(session)
+        names = session.symbol_names()
         return [(t, partial(self.chunk, t, a, b, names))
                 for t in self.threads(session) for a, b in C.chunk_bounds(t)]
 
     def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
         """Each selected thread with its calls, chunk after chunk."""
-        names = function_names(session)
+        names = session.symbol_names()
         for t in self.threads(session):
-            for calls in self.chunks(t, names):
-                yield t, calls
+            for a, b in C.chunk_bounds(t):
+                yield t, self.chunk(t, a, b, names)
 
     def calls(self, session: SessionReader) -> Calls:
         """One table of every selected call (parents index the whole table)."""

@@ -51,10 +51,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def function_label(names: dict[int, str], fid: int) -> str:
-    return names.get(fid) or f"0x{fid:016x}"
-
-
 def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
          end_ns: int | None = None, threads: list[int] | None = None,
          limit: int | None = None, detail: bool = False) -> int:

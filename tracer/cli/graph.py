@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
-    names = S.function_names(session)
+    names = session.symbol_names()
     calls = call_filter(args).calls(session)
     paths = G.call_paths(calls)
     label = lambda fid: S.label(names, fid)  # noqa: E731

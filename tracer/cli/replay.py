@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     session = SessionReader(args.session)
-    names = S.function_names(session)
+    names = session.symbol_names()
 
     def shown(calls: C.Calls) -> C.Calls:
         keep = np.ones(len(calls), dtype=bool)
