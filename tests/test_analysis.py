@@ -234,6 +234,45 @@ def test_a_thread_cut_into_chunks_gives_the_same_calls(tmp_path):
     assert whole["flags"].tolist().count(C.LEFT) == 2 and whole["flags"][-2] == C.OPEN
 
 
+def random_tree(rng, events, exceptions=False):
+    """(timestamp, function, kind, depth) of random nested calls, recursion included."""
+    out, stack, t = [], [], 0
+    while len(out) < events or stack:
+        t += int(rng.integers(1, 50))
+        if exceptions and rng.random() < 0.02:
+            out.append((t, 0, F.EVENT_EXCEPTION, len(stack)))
+        elif stack and (len(out) >= events or rng.random() < 0.45 or len(stack) > 12):
+            out.append((t, stack.pop(), RET, len(stack)))
+        else:
+            stack.append(int(rng.integers(0, len(NAMES))))
+            out.append((t, stack[-1], CALL, len(stack) - 1))
+    return out
+
+
+@pytest.mark.parametrize("exceptions", [False, True])
+def test_balanced_and_general_rules_build_the_same_table(tmp_path, exceptions):
+    """Balanced events take a shorter way to the table (_balanced_calls); the general rules
+    (_unbalanced_calls) must give the same table, row for row, on the same events."""
+    rng = np.random.default_rng(7)
+    s = write_session(tmp_path, random_tree(rng, 20_000, exceptions))
+    ev = s.threads[0].index.events
+    kind = np.asarray(ev["event_kind"])
+    seq = np.flatnonzero(kind != F.EVENT_EXCEPTION) if exceptions else None
+    depth, is_call = np.asarray(ev["call_depth"]), kind == CALL
+    if seq is not None:
+        depth, is_call = depth[seq], is_call[seq]
+    levels, counts, order = C._by_level(depth)
+    balanced = C._balanced(is_call, depth, levels, counts, order)
+    assert balanced is not None
+    ends = (int(ev["timestamp_ns"][0]), int(ev["timestamp_ns"][-1]))
+    fast = C._balanced_calls(ev, seq, 0, 0, depth, is_call, *balanced)
+    general = C._unbalanced_calls(ev, seq, 0, 0, ends, depth, is_call, order)
+    assert len(fast) == (len(seq) if exceptions else len(ev)) // 2
+    for name in C.CALL.names:
+        assert np.array_equal(fast[name], general[name]), name
+    assert (fast["parent"] >= 0).sum() > len(fast) // 2 and fast["depth"].max() > 5
+
+
 def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
     from ada.tracer.analysis import replay as P
     shifted = [(t + 50, f, k, d) for t, f, k, d in BALANCED]

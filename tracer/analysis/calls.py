@@ -98,7 +98,7 @@ def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Call
     return join_threads(list(thread_call_chunks(thread, thread_number)))
 
 
-CHUNK_EVENTS = 1 << 20
+CHUNK_EVENTS = 1 << 18
 
 
 def thread_call_chunks(thread: ThreadReader, thread_number: int | None = None,
@@ -113,16 +113,26 @@ def chunk_bounds(thread: ThreadReader, chunk_events: int = CHUNK_EVENTS
     """[a, b) index_seq ranges of about `chunk_events` events, cut where no call is open
     (after a RETURN at depth 0): each chunk's table is whole (parents, self time, recursion),
     its columns stay small enough to be worked on in the CPU's caches, and chunks can be
-    worked on at once."""
+    worked on at once. Each cut is looked for just after the chunk's size, in a window that
+    grows until it finds one, so the thread is not read twice."""
     ev = thread.index.events
     n = len(ev)
-    if n == 0:
-        return []
-    cuts = [0, n]
-    if n > chunk_events:
-        closed = np.flatnonzero((ev["event_kind"] == F.EVENT_RETURN) & (ev["call_depth"] == 0))
-        at = np.searchsorted(closed, np.arange(chunk_events, n, chunk_events))
-        cuts = sorted({0, n, *(closed[at[at < len(closed)]] + 1).tolist()})
+    cuts = [0]
+    at = chunk_events
+    while at < n:
+        window = 4096
+        while True:
+            part = ev[at:at + window]
+            hit = np.flatnonzero((part["call_depth"] == 0) & (part["event_kind"] == F.EVENT_RETURN))
+            if len(hit) or at + window >= n:
+                break
+            window *= 4
+        if not len(hit):
+            break
+        cuts.append(at + int(hit[0]) + 1)
+        at = cuts[-1] + chunk_events
+    if cuts[-1] < n:
+        cuts.append(n)
     return list(zip(cuts[:-1], cuts[1:]))
 
 
@@ -147,18 +157,92 @@ def _calls_in(ev: np.ndarray, offset: int, number: int, ends: tuple[int, int]) -
         kind = kind[seq]
     if len(kind) == 0:
         return Calls.zeros()
-    first_ts, last_ts = ends
     depth = _column(ev, "call_depth", seq)
+    is_call = kind == F.EVENT_CALL
+    levels, counts, order = _by_level(depth)
+    balanced = _balanced(is_call, depth, levels, counts, order)
+    if balanced is not None:
+        return _balanced_calls(ev, seq, offset, number, depth, is_call, *balanced)
+    return _unbalanced_calls(ev, seq, offset, number, ends, depth, is_call, order)
+
+
+def _balanced(is_call: np.ndarray, depth: np.ndarray, levels: np.ndarray, counts: np.ndarray,
+              order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, np.ndarray] | None:
+    """For events that close every call they open (each level goes CALL, RETURN, CALL, ...
+    and each call's previous event is its parent's CALL or its previous sibling's RETURN):
+    the calls grouped by level as (their positions, their RETURNs' positions, how many are
+    on the outermost level, the positions of the parents' CALLs of the others). None for
+    anything else (the general rules then apply)."""
+    if (counts & 1).any():
+        return None
+    call_at, return_at = order[0::2], order[1::2]
+    if not is_call[call_at].all() or is_call[return_at].any():
+        return None
+    top = int(counts[0]) // 2  # calls on the outermost level: no parent here
+    inner = call_at[top:]
+    if len(inner) and inner[0] == 0:
+        return None
+    before = inner - 1
+    first_child = is_call[before]
+    d = depth[inner]
+    if not np.where(first_child, depth[before] + 1 == d, depth[before] == d).all():
+        return None
+    # Siblings are consecutive on their level; the first of each names the parent.
+    group = np.where(first_child, np.arange(len(inner)), 0)
+    np.maximum.accumulate(group, out=group)
+    return call_at, return_at, top, before[group]
+
+
+def _balanced_calls(ev: np.ndarray, seq: np.ndarray | None, offset: int, number: int,
+                    depth: np.ndarray, is_call: np.ndarray, call_at: np.ndarray,
+                    return_at: np.ndarray, top: int, parent_at: np.ndarray) -> Calls:
+    """The calls table of balanced events (_balanced), in start order."""
+    row = np.cumsum(is_call, dtype=np.int64)  # a CALL's position -> its row + 1
+    n = int(row[-1])
+    rows = row[call_at] - 1
+    starts = np.flatnonzero(is_call)
+    ends = np.empty(n, dtype=np.int64)
+    ends[rows] = return_at
+    parent = np.empty(n, dtype=np.int64)
+    parent[rows[:top]] = -1
+    parent[rows[top:]] = row[parent_at] - 1
+    if seq is not None:
+        starts, ends = seq[starts], seq[ends]
+    ts = ev["timestamp_ns"]
+    start_ns, end_ns = ts[starts], ts[ends]
+    duration = end_ns - start_ns
+    function_id = ev["function_id"][starts]
+    call_depth = ev["call_depth"][starts]
+    starts += offset
+    ends += offset
+    return Calls({
+        "thread": np.full(n, number, dtype=np.uint32),
+        "function_id": function_id,
+        "call_seq": starts,
+        "return_seq": ends,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "duration_ns": duration,
+        "self_ns": _self_time(parent, duration),
+        "depth": call_depth,
+        "parent": parent,
+        "flags": np.zeros(n, dtype=np.uint32),
+    })
+
+
+def _unbalanced_calls(ev: np.ndarray, seq: np.ndarray | None, offset: int, number: int,
+                      ends: tuple[int, int], depth: np.ndarray, is_call: np.ndarray,
+                      order: np.ndarray) -> Calls:
+    """The calls table by the general rules (OPEN, NO_CALL, LEFT; the module docstring)."""
+    first_ts, last_ts = ends
     ts = _column(ev, "timestamp_ns", seq)
     fid = _column(ev, "function_id", seq)
-    is_call = kind == F.EVENT_CALL
-    _, order = _by_level(depth)
     # On each level, in event order: a CALL whose next event on its level is a RETURN is a pair.
     level = depth[order]
     calls_here = is_call[order]
     same_next = level[1:] == level[:-1]
     paired = calls_here[:-1] & same_next & ~calls_here[1:]
-    partner = np.full(len(kind), -1, dtype=np.int64)  # by event position: its RETURN's
+    partner = np.full(len(is_call), -1, dtype=np.int64)  # by event position: its RETURN's
     partner[order[:-1][paired]] = order[1:][paired]
     # A RETURN not preceded on its level by a CALL: its CALL came before the recording.
     orphan = ~calls_here
@@ -205,19 +289,20 @@ def _column(ev: np.ndarray, name: str, seq: np.ndarray | None) -> np.ndarray:
     return np.ascontiguousarray(column) if seq is None else column[seq]
 
 
-MAX_LEVEL_PASSES = 48  # up to this many depth levels: one pass each; more: one sort
-
-
-def _by_level(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct depths, and the positions grouped by depth (ascending), in order within
-    each depth: a stable sort by depth, done as one pass per level when there are few levels
-    (cheaper than sorting)."""
-    counts = np.bincount(depth) if int(depth.max()) < (1 << 20) else None
-    levels = np.flatnonzero(counts) if counts is not None else np.unique(depth)
-    if len(levels) <= MAX_LEVEL_PASSES:
-        return levels, np.concatenate([np.flatnonzero(depth == d) for d in levels])
-    key = depth.astype(np.uint16) if int(depth.max()) < (1 << 16) else depth
-    return levels, np.argsort(key, kind="stable")
+def _by_level(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct depths ascending, how many positions each has, the positions grouped by
+    depth in order within each): a stable sort by depth, which numpy does as a radix sort
+    for 8- and 16-bit keys."""
+    deepest = int(depth.max())
+    if deepest < (1 << 16):
+        counts = np.bincount(depth)
+        levels = np.flatnonzero(counts)
+        counts = counts[levels]
+    else:
+        levels, counts = np.unique(depth, return_counts=True)
+    key = depth.astype(np.uint8 if deepest < (1 << 8) else
+                       np.uint16 if deepest < (1 << 16) else depth.dtype)
+    return levels, counts, np.argsort(key, kind="stable")
 
 
 def _first_later_at_or_above(depth: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -241,9 +326,8 @@ def _link_parents(calls: Calls) -> None:
     if n == 0:
         return
     depth = calls["depth"]
-    levels, by_level = _by_level(depth)
-    bounds = np.r_[0, np.cumsum(np.bincount(np.searchsorted(levels, depth),
-                                            minlength=len(levels)))]
+    levels, counts, by_level = _by_level(depth)
+    bounds = np.r_[0, np.cumsum(counts)]
     start, end, parent = calls["start_ns"], calls["end_ns"], calls["parent"]
     for i in range(1, len(levels)):
         if levels[i] != levels[i - 1] + 1:
@@ -255,11 +339,17 @@ def _link_parents(calls: Calls) -> None:
         cand = up[np.maximum(k, 0)]
         ok &= end[cand] >= start[here]  # ... still open when this one starts
         parent[here[ok]] = cand[ok]
+    calls["self_ns"] = _self_time(parent, calls["duration_ns"])
+
+
+def _self_time(parent: np.ndarray, duration: np.ndarray) -> np.ndarray:
+    """Each call's duration minus its children's (exact while a call's children add up to
+    less than 2**53 ns, about 104 days)."""
     has_parent = parent >= 0
-    children = np.bincount(parent[has_parent], weights=calls["duration_ns"][has_parent],
-                           minlength=n)
-    calls["self_ns"] = np.maximum(calls["duration_ns"].astype(np.int64)
-                                  - np.rint(children).astype(np.int64), 0)
+    children = np.bincount(parent[has_parent], weights=duration[has_parent],
+                           minlength=len(parent))
+    return np.maximum(duration.astype(np.int64) - children.astype(np.int64), 0
+                      ).astype(np.uint64)
 
 
 def session_calls(session: SessionReader) -> Calls:

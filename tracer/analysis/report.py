@@ -27,7 +27,9 @@ SORT_KEYS = ("total", "self", "calls", "avg", "min", "max", "name")
 
 def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct function_ids ascending, each call's index among them), without sorting the
-    calls when the ids are ada's (module_id << 32 | symbol_index: small numbers)."""
+    calls when the ids are ada's (module_id << 32 | symbol_index, both counted from 0 among
+    the modules and functions selected) and span less than a few times the calls: a lookup
+    table that size is cheaper than a sort."""
     if len(fid) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     module = (fid >> np.uint64(32)).astype(np.int64)
@@ -35,7 +37,7 @@ def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if int(module.max()) < (1 << 16) and int(symbol.max()) < (1 << 22):
         width = int(symbol.max()) + 1
         slot = module * width + symbol
-        if int(slot.max()) < (1 << 26):
+        if int(slot.max()) < 4 * len(fid) + (1 << 16):
             used = np.flatnonzero(np.bincount(slot))
             index = np.full(int(slot.max()) + 1, -1, dtype=np.int64)
             index[used] = np.arange(len(used))

@@ -10,7 +10,7 @@ from ada.atf.session import SessionReader
 from ..analysis import graph as G
 from ..analysis import selection as S
 from ..analysis.report import format_duration
-from .common import CliError, add_call_filters, call_filter, non_negative_int
+from .common import CliError, add_call_filters, call_filter, keep_freed_memory, non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()
     session = SessionReader(args.session)
     names = session.symbol_names()
     calls = call_filter(args).calls(session)

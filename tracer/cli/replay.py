@@ -19,7 +19,7 @@ from ..analysis import calls as C
 from ..analysis import replay as P
 from ..analysis import selection as S
 from ..analysis.report import parse_duration
-from .common import add_call_filters, call_filter, non_negative_int
+from .common import add_call_filters, call_filter, keep_freed_memory, non_negative_int
 
 
 def duration(text: str) -> int:
@@ -49,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()
     session = SessionReader(args.session)
     names = session.symbol_names()
 

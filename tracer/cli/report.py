@@ -21,7 +21,7 @@ from ada.atf.session import SessionReader
 from ..analysis import report as R
 from ..analysis import selection as S
 from ..analysis.selection import CallFilter
-from .common import add_call_filters, call_filter, non_negative_int
+from .common import add_call_filters, call_filter, keep_freed_memory, non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()
     session = SessionReader(args.session)
     names = session.symbol_names()
     modules = S.module_names(session)
