@@ -273,6 +273,18 @@ def test_balanced_and_general_rules_build_the_same_table(tmp_path, exceptions):
     assert (fast["parent"] >= 0).sum() > len(fast) // 2 and fast["depth"].max() > 5
 
 
+def test_graph_of_chunks_merges_into_the_graph_of_the_whole(tmp_path):
+    from ada.tracer.analysis import graph as G
+    rng = np.random.default_rng(3)
+    s = write_session(tmp_path, random_tree(rng, 3000), random_tree(rng, 2000))
+    whole = G.call_paths(C.session_calls(s))
+    merged = G.merge_paths([G.call_paths(c) for t in s.threads
+                            for c in C.thread_call_chunks(t, chunk_events=100)])
+    draw = lambda p: G.graph_lines(p, str, str)  # noqa: E731
+    assert len(draw(whole)) > 100 and draw(merged) == draw(whole)
+    assert merged.calls.sum() == len(C.session_calls(s))
+
+
 def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
     from ada.tracer.analysis import replay as P
     shifted = [(t + 50, f, k, d) for t, f, k, d in BALANCED]

@@ -4,7 +4,9 @@ total time, as uftrace's graph shows it; and for one function, the paths that le
 
 A path is a root's function followed by the functions called down to a call. Paths are
 numbered one depth level at a time: a call's path is its parent's path extended by its own
-function, so each level is one `np.unique` over (parent path, function) pairs.
+function, so each level is one `np.unique` over (parent path, function) pairs. The paths of
+chunks (of threads) merge the same way, a chunk's path standing for its calls: a session's
+graph never needs its whole calls table at once.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from .report import dense_ids
 @dataclass
 class Paths:
     """Distinct call paths: for path p, its last function, the path it extends (-1: a root),
-    how many calls took it and their total time; `of_call` gives each call's path."""
+    the depth of its calls, how many calls took it and their total time."""
 
     function_id: np.ndarray
     up: np.ndarray
+    depth: np.ndarray
     calls: np.ndarray
     total_ns: np.ndarray
-    of_call: np.ndarray
 
     def children(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -45,27 +47,55 @@ class Paths:
 
 
 def call_paths(calls: Calls) -> Paths:
-    n = len(calls)
-    ids, dense = dense_ids(calls["function_id"])
+    """The paths of one calls table."""
+    return _grouped(calls["function_id"], calls["parent"], calls["depth"],
+                    None, calls["duration_ns"])
+
+
+def merge_paths(parts: list[Paths]) -> Paths:
+    """The paths of several tables (chunks, threads) as one graph."""
+    ups, offset = [], 0
+    for p in parts:
+        ups.append(np.where(p.up >= 0, p.up + offset, -1))
+        offset += len(p.up)
+    joined = {name: np.concatenate([getattr(p, name) for p in parts]) if parts
+              else np.zeros(0, dtype=np.int64) for name in ("function_id", "depth", "calls",
+                                                             "total_ns")}
+    return _grouped(joined["function_id"].astype(np.uint64),
+                    np.concatenate(ups) if ups else np.zeros(0, dtype=np.int64),
+                    joined["depth"], joined["calls"], joined["total_ns"])
+
+
+def _grouped(function_id: np.ndarray, up_item: np.ndarray, depth: np.ndarray,
+             calls: np.ndarray | None, total_ns: np.ndarray) -> Paths:
+    """Items (calls, or paths standing for `calls` calls each) with the same function under
+    the same path, as one path each. `up_item` is each item's parent item (-1: none), and
+    parents are deeper by one level, so the levels are numbered outermost first."""
+    n = len(function_id)
+    ids, dense = dense_ids(function_id)
     width = max(len(ids), 1)
-    of_call = np.full(n, -1, dtype=np.int64)
-    parent = calls["parent"]
-    depth = calls["depth"].astype(np.int64)
-    ups, fids = [], []
+    of_item = np.full(n, -1, dtype=np.int64)
+    depth = depth.astype(np.int64)
+    ups, fids, depths = [], [], []
     count = 0
     for d in (np.unique(depth) if n else []):
         rows = np.flatnonzero(depth == d)
-        up = np.where(parent[rows] >= 0, of_call[np.maximum(parent[rows], 0)], -1)
+        up = np.where(up_item[rows] >= 0, of_item[np.maximum(up_item[rows], 0)], -1)
         keys, inverse = np.unique((up + 1) * width + dense[rows], return_inverse=True)
-        of_call[rows] = count + inverse
+        of_item[rows] = count + inverse
         ups.append(keys // width - 1)
         fids.append(ids[keys % width])
+        depths.append(np.full(len(keys), d, dtype=np.int64))
         count += len(keys)
-    up = np.concatenate(ups) if ups else np.zeros(0, dtype=np.int64)
-    function_id = np.concatenate(fids) if fids else np.zeros(0, dtype=np.uint64)
-    return Paths(function_id, up, np.bincount(of_call, minlength=count),
-                 np.rint(np.bincount(of_call, weights=calls["duration_ns"], minlength=count))
-                 .astype(np.int64), of_call)
+    empty = np.zeros(0, dtype=np.int64)
+    weights = None if calls is None else calls.astype(np.float64)
+    return Paths(np.concatenate(fids) if fids else np.zeros(0, dtype=np.uint64),
+                 np.concatenate(ups) if ups else empty,
+                 np.concatenate(depths) if depths else empty,
+                 np.rint(np.bincount(of_item, weights=weights, minlength=count))
+                 .astype(np.int64),
+                 np.rint(np.bincount(of_item, weights=total_ns, minlength=count))
+                 .astype(np.int64))
 
 
 def graph_lines(paths: Paths, label: Callable[[int], str], fmt: Callable[[int], str],

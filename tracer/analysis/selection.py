@@ -13,10 +13,11 @@ caller's self time, as if the caller had done the work itself.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from functools import partial
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from ada.atf.session import SessionReader
 from ..errors import TracerError
 from . import calls as C
 from .calls import Calls
+
+T = TypeVar("T")
 
 
 def module_names(session: SessionReader) -> dict[int, str]:
@@ -128,12 +131,20 @@ class CallFilter:
             calls = within(calls, matching_ids(calls, names, self.within))
         return in_window(calls, self.start_ns, self.end_ns)
 
-    def jobs(self, session: SessionReader) -> list[tuple[ThreadReader, Callable[[], Calls]]]:
-        """Every selected chunk as work to do later, in any order or at once (numpy lets go
-        of the GIL for the heavy part): (thread, function making its filtered calls)."""
+    def map(self, session: SessionReader, work: Callable[[Calls], T]
+            ) -> list[tuple[ThreadReader, list[T]]]:
+        """`work` on every selected chunk's calls, on every core at once (numpy lets go of the
+        GIL for the heavy part): each selected thread with its chunks' results, in order."""
         names = session.symbol_names()
-        return [(t, partial(self.chunk, t, a, b, names))
-                for t in self.threads(session) for a, b in C.chunk_bounds(t)]
+        threads = self.threads(session)
+        jobs = [(t, a, b) for t in threads for a, b in C.chunk_bounds(t)]
+        out: dict[int, tuple[ThreadReader, list[T]]] = {t.id: (t, []) for t in threads}
+        workers = max(1, min(len(jobs), os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = pool.map(lambda job: work(self.chunk(*job, names)), jobs)
+            for (t, _, _), result in zip(jobs, results):
+                out[t.id][1].append(result)
+        return list(out.values())
 
     def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
         """Each selected thread with its calls, chunk after chunk."""

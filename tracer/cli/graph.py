@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from fnmatch import fnmatchcase
+
+import numpy as np
 
 from ada.atf.session import SessionReader
 
 from ..analysis import graph as G
 from ..analysis import selection as S
+from ..analysis.calls import Calls
 from ..analysis.report import format_duration
 from .common import CliError, add_call_filters, call_filter, keep_freed_memory, non_negative_int
 
@@ -33,30 +37,40 @@ def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
     names = session.symbol_names()
-    calls = call_filter(args).calls(session)
-    paths = G.call_paths(calls)
     label = lambda fid: S.label(names, fid)  # noqa: E731
+    pattern = args.function
+
+    def chunk_paths(calls: Calls) -> tuple[G.Paths, G.Paths | None]:
+        if pattern is None:
+            return G.call_paths(calls), None
+        inside = S.within(calls, S.matching_ids(calls, names, [pattern]))
+        return G.call_paths(calls), G.call_paths(inside)
+
+    parts = [part for _, chunks in call_filter(args).map(session, chunk_paths)
+             for part in chunks]
+    paths = G.merge_paths([whole for whole, _ in parts])
     out = []
-    if args.function is None:
+    if pattern is None:
         out.append("# TOTAL TIME : FUNCTION")
         out.extend(G.graph_lines(paths, label, format_duration, max_depth=args.depth))
     else:
-        ids = set(S.matching_ids(calls, names, [args.function]).tolist())
+        ids = {f for f in np.unique(paths.function_id).tolist()
+               if fnmatchcase(label(f), pattern)}
         if not ids:
-            raise CliError(f"{args.function}: no function of the session matches")
+            raise CliError(f"{pattern}: no function of the session matches")
         ends = [p for p in range(len(paths.up)) if int(paths.function_id[p]) in ids]
         ends.sort(key=lambda p: -int(paths.total_ns[p]))
-        out.append(f"# backtraces of {args.function}: the paths that lead to it")
+        out.append(f"# backtraces of {pattern}: the paths that lead to it")
         for i, p in enumerate(ends):
             out.append(f" backtrace #{i}: hit {int(paths.calls[p])}, time "
                        f"{format_duration(int(paths.total_ns[p]))}")
             for level, q in enumerate(reversed(paths.chain(p))):
                 out.append(f"   [{level}] {label(int(paths.function_id[q]))}")
-        callees = G.call_paths(S.within(calls, list(ids)))
+        callees = G.merge_paths([inside for _, inside in parts if inside is not None])
         roots = [p for p in range(len(callees.up))
                  if callees.up[p] < 0 and int(callees.function_id[p]) in ids]
         out.append("")
-        out.append(f"# what {args.function} calls")
+        out.append(f"# what {pattern} calls")
         out.append("# TOTAL TIME : FUNCTION")
         out.extend(G.graph_lines(callees, label, format_duration, roots=roots,
                                  max_depth=args.depth))

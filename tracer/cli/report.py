@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -82,13 +80,8 @@ def run(args: argparse.Namespace) -> int:
 def stats_by_thread(session: SessionReader, selection: CallFilter
                     ) -> list[tuple[ThreadReader, np.ndarray]]:
     """Each selected thread with its function statistics (counted chunk by chunk, merged)."""
-    jobs = selection.jobs(session)
-    parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {t.id: (t, []) for t, _ in jobs}
-    # Chunks are independent: one worker per core (numpy works without the GIL).
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        for (t, _), stats in zip(jobs, pool.map(lambda job: R.function_stats(job[1]()), jobs)):
-            parts[t.id][1].append(stats)
-    return [(t, R.merge_stats(stats)) for t, stats in parts.values()]
+    return [(t, R.merge_stats(parts))
+            for t, parts in selection.map(session, R.function_stats)]
 
 
 def ordered(stats: np.ndarray, args: argparse.Namespace, names: dict[int, str]) -> np.ndarray:
