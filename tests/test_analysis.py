@@ -120,9 +120,20 @@ def test_ada_report_diff(tmp_path):
     other = write_session(tmp_path / "b", BALANCED, BALANCED)
     rows = json.loads(run_ada("report", base.path, "--diff", other.path, "--json").stdout)
     main = next(r for r in rows["functions"] if r["name"] == "main")
-    assert main["total_ns"] == {"base": 1000, "other": 2000, "diff": 1000}
-    text = run_ada("report", base.path, "--diff", other.path).stdout
-    assert "+100.0%" in text
+    assert main["total_ns"] == {"base": 1000, "other": 2000, "diff": 1000, "percent": 100.0}
+    assert main["self_ns"] == {"base": 350, "other": 700, "diff": 350, "percent": 100.0}
+    assert main["calls"]["diff"] == 1 and main["avg_ns"]["diff"] == 0
+    work = next(r for r in rows["functions"] if r["name"] == "work")
+    assert (work["min_ns"]["base"], work["max_ns"]["other"]) == (50, 200)
+    text = run_ada("report", base.path, "--diff", other.path).stdout.splitlines()
+    row = next(line for line in text if line.endswith("  main")).split()
+    assert row[:6] == ["1.000", "us", "+1.000", "us", "+100.0%", "+350"]
+    # a function only one side called
+    gone = json.loads(run_ada("report", base.path, "--diff", write_session(
+        tmp_path / "c", UNBALANCED).path, "--json").stdout)["functions"]
+    main = next(r for r in gone if r["name"] == "main")
+    assert (main["in_other"], main["total_ns"]["diff"], main["total_ns"]["percent"]) == \
+        (False, -1000, -100.0)
 
 
 @pytest.mark.parametrize("args,needle", [

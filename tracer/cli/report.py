@@ -115,38 +115,65 @@ def print_table(stats: np.ndarray, names: dict[int, str]) -> None:
     sys.stdout.write("\n".join(lines) + "\n")
 
 
+FIGURES = ("total_ns", "self_ns", "calls", "avg_ns", "min_ns", "max_ns")
+
+
+def figures(row: np.void | None) -> dict[str, int]:
+    """A STATS row's figures (0 for a function the session did not call)."""
+    if row is None:
+        return dict.fromkeys(FIGURES, 0)
+    calls = int(row["calls"])
+    return {"total_ns": int(row["total_ns"]), "self_ns": int(row["self_ns"]), "calls": calls,
+            "avg_ns": int(row["total_ns"]) // max(calls, 1), "min_ns": int(row["min_ns"]),
+            "max_ns": int(row["max_ns"])}
+
+
+def change(base: int, other: int) -> dict[str, Any]:
+    return {"base": base, "other": other, "diff": other - base,
+            "percent": round(100.0 * (other - base) / base, 3) if base else None}
+
+
 def print_diff(stats: np.ndarray, names: dict[int, str], other: np.ndarray,
                other_names: dict[int, str], args: argparse.Namespace) -> int:
-    """Functions matched by name: total time, calls and self time here, there, and the change."""
+    """Functions matched by name: every figure of the table here (base) and in OTHER, and
+    the change, absolute and percent; the largest change of the --sort figure first."""
     here = {S.label(names, int(s["function_id"])): s for s in stats}
     there = {S.label(other_names, int(s["function_id"])): s for s in other}
     rows = []
     for name in sorted(set(here) | set(there)):
-        a, b = here.get(name), there.get(name)
-        fig = {k: (int(a[k]) if a is not None else 0, int(b[k]) if b is not None else 0)
-               for k in ("total_ns", "self_ns", "calls")}
-        rows.append((name, fig))
-    key = {"total": "total_ns", "self": "self_ns", "calls": "calls"}.get(args.sort, "total_ns")
+        a, b = figures(here.get(name)), figures(there.get(name))
+        rows.append((name, name in here, name in there,
+                     {k: change(a[k], b[k]) for k in FIGURES}))
     if args.sort != "name":
-        rows.sort(key=lambda r: -abs(r[1][key][1] - r[1][key][0]))
+        key = {"total": "total_ns", "self": "self_ns", "calls": "calls", "avg": "avg_ns",
+               "min": "min_ns", "max": "max_ns"}[args.sort]
+        rows.sort(key=lambda r: -abs(r[3][key]["diff"]))
     if args.limit is not None:
         rows = rows[:args.limit]
     if args.json:
-        json.dump({"functions": [{"name": n, **{f"{k}": {"base": v[0], "other": v[1],
-                                                         "diff": v[1] - v[0]}
-                                                for k, v in fig.items()}}
-                                 for n, fig in rows]}, sys.stdout, indent=1)
+        json.dump({"base": str(args.session), "other": str(args.diff),
+                   "functions": [{"name": n, "in_base": x, "in_other": y, **fig}
+                                 for n, x, y, fig in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     d = R.format_duration
-    lines = [f"{'Total (base)':>12} {'Total (other)':>13} {'Diff':>13} {'%':>8} "
-             f"{'Calls':>8} {'Calls':>8}  Function"]
-    for name, fig in rows:
-        (ta, tb), (ca, cb) = fig["total_ns"], fig["calls"]
-        change = tb - ta
-        pct = f"{100.0 * change / ta:+.1f}%" if ta else "new"
-        sign = "-" if change < 0 else "+"
-        lines.append(f"{d(ta):>12} {d(tb):>13} {sign + d(abs(change)):>13} {pct:>8} "
-                     f"{ca:>8} {cb:>8}  {name}")
+
+    def signed(ns: int) -> str:
+        return ("-" if ns < 0 else "+") + d(abs(ns))
+
+    def pct(c: dict[str, Any], was_there: bool) -> str:
+        return "new" if not was_there else "" if c["percent"] is None else f"{c['percent']:+.1f}%"
+
+    lines = [f"# base: {args.session}", f"# other: {args.diff}",
+             f"{'Total (base)':>12} {'Total diff':>12} {'%':>7} {'Self diff':>12} {'%':>7} "
+             f"{'Calls':>9} {'diff':>8} {'Avg diff':>12} {'Min diff':>12} {'Max diff':>12}"
+             "  Function"]
+    for name, x, _, fig in rows:
+        t, sf, c = fig["total_ns"], fig["self_ns"], fig["calls"]
+        lines.append(f"{d(t['base']):>12} {signed(t['diff']):>12} {pct(t, x):>7} "
+                     f"{signed(sf['diff']):>12} {pct(sf, x):>7} {c['base']:>9} "
+                     f"{c['diff']:>+8} {signed(fig['avg_ns']['diff']):>12} "
+                     f"{signed(fig['min_ns']['diff']):>12} {signed(fig['max_ns']['diff']):>12}"
+                     f"  {name}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
