@@ -23,13 +23,14 @@ from .report import dense_ids
 @dataclass
 class Paths:
     """Distinct call paths: for path p, its last function, the path it extends (-1: a root),
-    the depth of its calls, how many calls took it and their total time."""
+    the depth of its calls, how many calls took it, their total and their self time."""
 
     function_id: np.ndarray
     up: np.ndarray
     depth: np.ndarray
     calls: np.ndarray
     total_ns: np.ndarray
+    self_ns: np.ndarray
 
     def children(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -49,7 +50,7 @@ class Paths:
 def call_paths(calls: Calls) -> Paths:
     """The paths of one calls table."""
     return _grouped(calls["function_id"], calls["parent"], calls["depth"],
-                    None, calls["duration_ns"])
+                    None, calls["duration_ns"], calls["self_ns"])
 
 
 def merge_paths(parts: list[Paths]) -> Paths:
@@ -60,14 +61,14 @@ def merge_paths(parts: list[Paths]) -> Paths:
         offset += len(p.up)
     joined = {name: np.concatenate([getattr(p, name) for p in parts]) if parts
               else np.zeros(0, dtype=np.int64) for name in ("function_id", "depth", "calls",
-                                                             "total_ns")}
+                                                             "total_ns", "self_ns")}
     return _grouped(joined["function_id"].astype(np.uint64),
                     np.concatenate(ups) if ups else np.zeros(0, dtype=np.int64),
-                    joined["depth"], joined["calls"], joined["total_ns"])
+                    joined["depth"], joined["calls"], joined["total_ns"], joined["self_ns"])
 
 
 def _grouped(function_id: np.ndarray, up_item: np.ndarray, depth: np.ndarray,
-             calls: np.ndarray | None, total_ns: np.ndarray) -> Paths:
+             calls: np.ndarray | None, total_ns: np.ndarray, self_ns: np.ndarray) -> Paths:
     """Items (calls, or paths standing for `calls` calls each) with the same function under
     the same path, as one path each. `up_item` is each item's parent item (-1: none), and
     parents are deeper by one level, so the levels are numbered outermost first."""
@@ -94,8 +95,8 @@ def _grouped(function_id: np.ndarray, up_item: np.ndarray, depth: np.ndarray,
                  np.concatenate(depths) if depths else empty,
                  np.rint(np.bincount(of_item, weights=weights, minlength=count))
                  .astype(np.int64),
-                 np.rint(np.bincount(of_item, weights=total_ns, minlength=count))
-                 .astype(np.int64))
+                 *(np.rint(np.bincount(of_item, weights=w, minlength=count)).astype(np.int64)
+                   for w in (total_ns, self_ns)))
 
 
 def graph_lines(paths: Paths, label: Callable[[int], str], fmt: Callable[[int], str],

@@ -6,6 +6,8 @@ apply chunk by chunk) with the filters applied.
 
 Function names come from the manifest's symbols (SessionReader.symbol_names; a hex function_id
 when a session has none).
+-D and -t keep the calls less deep than a depth, or at least as long as a duration (a call's
+children are deeper and no longer, so whole subtrees go).
 `within` (-F) keeps the calls of the named functions and everything they call; `hide` (-N)
 drops the named functions' calls and everything they call, and charges their time to the
 caller's self time, as if the caller had done the work itself.
@@ -14,9 +16,11 @@ caller's self time, as if the caller had done the work itself.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import partial
 from typing import Callable, Iterator, TypeVar
 
 import numpy as np
@@ -38,6 +42,16 @@ def module_names(session: SessionReader) -> dict[int, str]:
         if isinstance(m, dict) and isinstance(m.get("module_id"), int):
             out[m["module_id"]] = str(m.get("name"))
     return out
+
+
+def process_of(session: SessionReader) -> tuple[int, str]:
+    """(pid, process name) from the manifest (the directory's pid_N, if it has none)."""
+    process = (session.manifest or {}).get("process") or {}
+    pid = process.get("pid")
+    if not isinstance(pid, int):
+        name = session.path.name
+        pid = int(name[4:]) if name.startswith("pid_") and name[4:].isdigit() else 0
+    return pid, str(process.get("name") or f"pid {pid}")
 
 
 def label(names: dict[int, str], fid: int) -> str:
@@ -106,6 +120,8 @@ class CallFilter:
     hide: list[str] = field(default_factory=list)  # -N globs
     start_ns: int | None = None
     end_ns: int | None = None
+    max_depth: int | None = None  # -D: only calls less than this deep
+    min_duration_ns: int | None = None  # -t: only calls at least this long
 
     def threads(self, session: SessionReader) -> list[ThreadReader]:
         """The selected threads; TracerError for a tid or an -F that the session lacks."""
@@ -129,7 +145,15 @@ class CallFilter:
             calls = hide(calls, matching_ids(calls, names, self.hide))
         if self.within:
             calls = within(calls, matching_ids(calls, names, self.within))
-        return in_window(calls, self.start_ns, self.end_ns)
+        calls = in_window(calls, self.start_ns, self.end_ns)
+        if self.max_depth is None and self.min_duration_ns is None:
+            return calls
+        keep = np.ones(len(calls), dtype=bool)
+        if self.max_depth is not None:
+            keep &= calls["depth"] < self.max_depth
+        if self.min_duration_ns is not None:
+            keep &= calls["duration_ns"] >= self.min_duration_ns
+        return subset(calls, keep)
 
     def map(self, session: SessionReader, work: Callable[[Calls], T]
             ) -> list[tuple[ThreadReader, list[T]]]:
@@ -146,6 +170,18 @@ class CallFilter:
                 out[t.id][1].append(result)
         return list(out.values())
 
+    def each(self, session: SessionReader, work: Callable[[ThreadReader, Calls], T]
+             ) -> Iterator[tuple[ThreadReader, int, T]]:
+        """(thread, events in the chunk, `work` on the chunk's calls), thread after thread,
+        chunk after chunk, the next chunks worked on by other cores meanwhile."""
+        names = session.symbol_names()
+        jobs = [(t, a, b) for t in self.threads(session) for a, b in C.chunk_bounds(t)]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            results = ahead([partial(lambda t, a, b: work(t, self.chunk(t, a, b, names)),
+                                     t, a, b) for t, a, b in jobs], pool)
+            for (t, a, b), result in zip(jobs, results):
+                yield t, b - a, result
+
     def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
         """Each selected thread with its calls, chunk after chunk."""
         names = session.symbol_names()
@@ -156,3 +192,16 @@ class CallFilter:
     def calls(self, session: SessionReader) -> Calls:
         """One table of every selected call (parents index the whole table)."""
         return C.join_threads([calls for _, calls in self.tables(session)])
+
+
+def ahead(work: list[Callable[[], T]], pool: ThreadPoolExecutor, depth: int = 2
+          ) -> Iterator[T]:
+    """The results of `work` in order, at most `depth` of them being made ahead of need."""
+    pending: deque[Future] = deque(pool.submit(fn) for fn in work[:depth])
+    rest = iter(work[depth:])
+    while pending:
+        done = pending.popleft()
+        following = next(rest, None)
+        if following is not None:
+            pending.append(pool.submit(following))
+        yield done.result()

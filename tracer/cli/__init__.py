@@ -17,9 +17,9 @@ from typing import Any, Callable, NoReturn
 from ada.atf import AtfError
 
 from ..errors import TracerError
-from . import dump, graph, info, replay, report, trace, verify
+from . import dump, export, graph, info, query, replay, report, trace, verify
 
-COMMANDS = (trace, info, dump, report, replay, graph, verify)
+COMMANDS = (trace, info, dump, report, replay, graph, export, query, verify)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import sys
+import time
+from pathlib import Path
 from typing import Any, Callable
 
+from ..analysis.report import parse_duration
 from ..analysis.selection import CallFilter
 from ..errors import TracerError
 
@@ -37,8 +40,10 @@ def number(kind: type, minimum: float | None = None, maximum: float | None = Non
 non_negative_int = number(int, minimum=0)
 
 
-def add_call_filters(p: argparse.ArgumentParser, *, within: bool = True) -> None:
-    """The options report, replay and graph share (see call_filter)."""
+def add_call_filters(p: argparse.ArgumentParser, *, within: bool = True,
+                     shape: bool = False) -> None:
+    """The options report, replay, graph and export share (see call_filter); `shape` adds
+    -D and -t (replay, export)."""
     if within:
         p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
                        help="only within calls of FUNC (a glob; repeatable)")
@@ -51,12 +56,27 @@ def add_call_filters(p: argparse.ArgumentParser, *, within: bool = True) -> None
                    help="only calls that start at or after T")
     p.add_argument("--to-ns", type=non_negative_int, metavar="T",
                    help="only calls that start at or before T")
+    if shape:
+        p.add_argument("-D", "--depth", type=non_negative_int, metavar="N",
+                       help="only calls less than N levels deep")
+        p.add_argument("-t", "--time-filter", type=duration, metavar="DUR",
+                       help="hide calls shorter than DUR (e.g. 10us, 2ms)")
+
+
+def duration(text: str) -> int:
+    """An argparse type for durations: 10us, 2.5ms, 1s, 300 (ns)."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def call_filter(args: argparse.Namespace) -> CallFilter:
     """The CallFilter of add_call_filters' options."""
     return CallFilter(tids=args.tid, within=getattr(args, "filter", []), hide=args.notrace,
-                      start_ns=args.from_ns, end_ns=args.to_ns)
+                      start_ns=args.from_ns, end_ns=args.to_ns,
+                      max_depth=getattr(args, "depth", None),
+                      min_duration_ns=getattr(args, "time_filter", None))
 
 
 def keep_freed_memory() -> None:
@@ -83,3 +103,74 @@ def keep_freed_memory() -> None:
 
 def format_duration_ns(ns: int) -> str:
     return f"{ns / 1e9:.6f} s"
+
+
+class Progress:
+    """Progress of long work on stderr: a line rewritten in place on a terminal (at most
+    every half second), a line every 10 s otherwise; nothing for work under 2 s."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total, self.done_count = what, total, 0
+        self.start = self.shown = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, count: int) -> None:
+        self.done_count += count
+        now = time.monotonic()
+        if now - self.start < 2 or now - self.shown < (0.5 if self.tty else 10):
+            return
+        self.shown = now
+        pct = 100.0 * self.done_count / self.total if self.total else 100.0
+        line = (f"{self.what}: {self.done_count / 1e6:,.1f} of {self.total / 1e6:,.1f} M "
+                f"events ({pct:.0f}%)")
+        sys.stderr.write(f"\r{line}" if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.tty and self.shown != self.start:
+            sys.stderr.write("\r\033[K")
+
+
+VIEWERS = {"perfetto": "https://ui.perfetto.dev/#!/?url={url}",
+           "speedscope": "https://www.speedscope.app/#profileURL={url}"}
+VIEWER_PORT = 9001  # the port ui.perfetto.dev accepts traces from (its open_trace_in_ui)
+
+
+def serve_to_viewer(path: Path, viewer: str, port: int = VIEWER_PORT) -> None:
+    """Open `path` in a web viewer: serve it once from 127.0.0.1 (with the CORS header the
+    viewer's page needs) and point the browser at the viewer with its URL. Without a
+    browser, the URL is printed to open by hand (through an SSH tunnel of the port, for a
+    remote machine)."""
+    import http.server
+    import webbrowser
+    from urllib.parse import quote
+
+    class Once(http.server.BaseHTTPRequestHandler):
+        served = False
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path != "/" + quote(path.name):
+                self.send_error(404)
+                return
+            data = path.read_bytes()
+            self.send_response(200)
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            Once.served = True
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    try:
+        server = http.server.HTTPServer(("127.0.0.1", port), Once)
+    except OSError as e:
+        raise CliError(f"--open: cannot serve on 127.0.0.1:{port}: {e.strerror}") from None
+    url = VIEWERS[viewer].format(url=f"http://127.0.0.1:{port}/{quote(path.name)}")
+    opened = webbrowser.open(url)
+    print(f"{'opened' if opened else 'open this in a browser'}: {url}\n"
+          f"serving {path} once on 127.0.0.1:{port} (Ctrl-C to stop)", file=sys.stderr)
+    with server:
+        while not Once.served:
+            server.handle_request()

@@ -1,0 +1,233 @@
+"""`ada export` and `ada query`, read back with independent readers: Perfetto's own protos (the
+`perfetto` package), json, DuckDB. Every call must come back once, properly nested, with its
+name, and the figures must be `ada report`'s."""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as P
+
+import ada.atf as atf
+from ada.tracer.analysis import calls as C
+from ada.tracer.analysis import sql as Q
+from helpers import run_ada, session_path
+from test_analysis import BALANCED, NAMES, UNBALANCED, random_tree, write_session
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Three threads: balanced with recursion, every unbalanced case, a random tree."""
+    rng = np.random.default_rng(5)
+    return write_session(tmp_path_factory.mktemp("synthetic"), BALANCED, UNBALANCED,
+                         random_tree(rng, 3000))
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory, target_bin):
+    """A real traced program: recursion (fact), a longjmp out of jumper(), after() called
+    after it; with the detail lane, so arguments and return values are there."""
+    out = run_ada("trace", "-q", "-o", tmp_path_factory.mktemp("real"), "--detail",
+                  "-f", target_bin("depth"), "-i", "depth!fact", "-i", "depth!jumper",
+                  "-i", "depth!after")
+    assert out.returncode == 0, out.stderr
+    return atf.open_session(session_path(out))
+
+
+def expected_calls(session):
+    """(tid, name, start, end) of every call of the calls table, as a multiset."""
+    names = session.symbol_names()
+    tids = {t.id: t.thread_id for t in session.threads}
+    calls = C.session_calls(session)
+    return Counter((tids[int(t)], names.get(int(f), f"0x{int(f):016x}"), int(s), int(e))
+                   for t, f, s, e in zip(calls["thread"], calls["function_id"],
+                                         calls["start_ns"], calls["end_ns"]))
+
+
+def export(session, tmp_path, fmt, *args):
+    out = tmp_path / f"out.{fmt}"
+    done = run_ada("export", session.path, "-f", fmt, "-o", out, *args)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def perfetto_slices(path):
+    """Slices rebuilt from a Perfetto trace with its official protos: BEGIN pushes, END pops,
+    per track; any END without a BEGIN, or a BEGIN left open, fails."""
+    trace = P.Trace()
+    trace.ParseFromString(Path(path).read_bytes())
+    tid_of, track_of, names, defaults = {}, {}, {}, {}
+    stacks, slices, clocks = {}, Counter(), set()
+    for p in trace.packet:
+        seq = p.trusted_packet_sequence_id
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("thread"):
+            tid_of[p.track_descriptor.uuid] = p.track_descriptor.thread.tid
+        if p.HasField("trace_packet_defaults"):
+            d = p.trace_packet_defaults
+            defaults[seq] = d.track_event_defaults.track_uuid
+            clocks.add(d.timestamp_clock_id)
+        if p.sequence_flags & 1:
+            names[seq] = {}
+        for n in p.interned_data.event_names:
+            names[seq][n.iid] = n.name
+        if not p.HasField("track_event") or seq not in defaults:
+            continue
+        e = p.track_event
+        track = e.track_uuid if e.HasField("track_uuid") else defaults[seq]
+        stack = stacks.setdefault(track, [])
+        if e.type == P.TrackEvent.TYPE_SLICE_BEGIN:
+            annotations = {a.name: a.string_value for a in e.debug_annotations}
+            stack.append((names[seq][e.name_iid], p.timestamp, annotations))
+        elif e.type == P.TrackEvent.TYPE_SLICE_END:
+            assert stack, f"an END without a BEGIN at {p.timestamp}"
+            name, start, annotations = stack.pop()
+            assert start <= p.timestamp
+            annotations.update({a.name: a.string_value for a in e.debug_annotations})
+            slices[(tid_of[track], name, start, p.timestamp)] += 1
+            track_of.setdefault((name, start), annotations)
+    assert all(not s for s in stacks.values()), "slices left open"
+    return slices, clocks, track_of
+
+
+@pytest.mark.parametrize("which", ["synthetic", "real"])
+def test_perfetto_export_has_every_call_once_nested_and_named(request, tmp_path, which):
+    session = request.getfixturevalue(which)
+    slices, clocks, _ = perfetto_slices(export(session, tmp_path, "perfetto"))
+    assert slices == expected_calls(session) and sum(slices.values()) > 5
+    assert clocks == {6}  # BUILTIN_CLOCK_BOOTTIME, Perfetto's default trace clock
+
+
+def test_perfetto_export_carries_the_detail_lane_as_debug_annotations(real, tmp_path):
+    _, _, annotations = perfetto_slices(export(real, tmp_path, "perfetto"))
+    after = [a for (name, _), a in annotations.items() if name == "after"]
+    # after(x) returns x + 1 (tests/targets/depth.c): its first argument and its return value
+    assert after and all(int(a["return"], 16) == int(a["args"].split(",")[0], 16) + 1
+                         for a in after)
+
+
+def test_chrome_export_reads_back_as_json(synthetic, tmp_path):
+    doc = json.loads(export(synthetic, tmp_path, "chrome").read_text())
+    events = doc["traceEvents"]
+    got = Counter((e["tid"], e["name"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+                  for e in events if e["ph"] == "X")
+    assert got == expected_calls(synthetic)
+    named = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert named == {t.thread_id: f"tid {t.thread_id}" for t in synthetic.threads}
+
+
+def test_folded_stacks_add_up_to_the_report_self_times(real, synthetic, tmp_path):
+    for session in (real, synthetic):
+        stacks = export(session, tmp_path, "folded").read_text().splitlines()
+        by_function = Counter()
+        for line in stacks:
+            stack, ns = line.rsplit(" ", 1)
+            by_function[stack.split(";")[-1]] += int(ns)
+        report = json.loads(run_ada("report", session.path, "--json").stdout)["functions"]
+        assert by_function == Counter({r["name"]: r["self_ns"] for r in report
+                                       if r["self_ns"] > 0})
+        assert any(";" in line for line in stacks)
+
+
+def test_speedscope_export_opens_and_closes_every_frame_in_order(synthetic, tmp_path):
+    doc = json.loads(export(synthetic, tmp_path, "speedscope").read_text())
+    assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    frames = [f["name"] for f in doc["shared"]["frames"]]
+    got = Counter()
+    for profile, thread in zip(doc["profiles"], synthetic.threads):
+        assert profile["type"] == "evented" and profile["unit"] == "nanoseconds"
+        stack, last = [], profile["startValue"]
+        for e in profile["events"]:
+            assert e["at"] >= last
+            last = e["at"]
+            if e["type"] == "O":
+                stack.append((e["frame"], e["at"]))
+            else:
+                frame, start = stack.pop()
+                assert frame == e["frame"]  # closes the innermost open frame
+                got[(thread.thread_id, frames[frame], start, e["at"])] += 1
+        assert not stack and last <= profile["endValue"]
+    assert got == expected_calls(synthetic)
+
+
+def test_parquet_export_reads_back_in_duckdb(synthetic, tmp_path):
+    out = export(synthetic, tmp_path, "parquet")
+    con = duckdb.connect()
+    events = con.execute(f"SELECT count(*) FROM '{out}/events.parquet'").fetchall()[0][0]
+    assert events == synthetic.event_count()
+    per_name = dict(con.execute(f"SELECT name, sum(self_ns) FROM '{out}/calls.parquet' "
+                                "GROUP BY name").fetchall())
+    report = json.loads(run_ada("report", synthetic.path, "--json").stdout)["functions"]
+    assert per_name == {r["name"]: r["self_ns"] for r in report}
+    assert sorted(r[0] for r in con.execute(
+        f"SELECT name FROM '{out}/functions.parquet'").fetchall()) == sorted(NAMES)
+
+
+def test_exports_take_the_filters(synthetic, tmp_path):
+    tid = synthetic.threads[2].thread_id
+    slices, _, _ = perfetto_slices(export(synthetic, tmp_path, "perfetto", "--tid", tid,
+                                          "-D", "2"))
+    want = Counter({k: v for k, v in expected_calls(synthetic).items() if k[0] == tid})
+    calls = C.thread_calls(synthetic.threads[2])
+    assert sum(slices.values()) == int((calls["depth"] < 2).sum()) < sum(want.values())
+    assert {k[0] for k in slices} == {tid}
+    doc = json.loads(export(synthetic, tmp_path, "chrome", "-t", "100").read_text())
+    assert all(e["dur"] >= 0.1 for e in doc["traceEvents"] if e["ph"] == "X")
+
+
+def test_query_views_and_output_formats(synthetic):
+    report = json.loads(run_ada("report", synthetic.path, "--json").stdout)["functions"]
+    rows = json.loads(run_ada("query", synthetic.path, "SELECT name, count(*) AS calls, "
+                              "sum(self_ns) AS self FROM calls GROUP BY name", "--json").stdout)
+    assert {r["name"]: (r["calls"], r["self"]) for r in rows} == {
+        r["name"]: (r["calls"], r["self_ns"]) for r in report}
+    csv = run_ada("query", synthetic.path, "SELECT kind, count(*) AS n FROM events "
+                  "GROUP BY kind ORDER BY kind", "--csv").stdout.splitlines()
+    kinds = Counter(int(k) for t in synthetic.threads for k in t.index.events["event_kind"])
+    assert csv == ["kind,n", f"CALL,{kinds[1]}", f"RETURN,{kinds[2]}"]
+    text = run_ada("query", synthetic.path, "SELECT tid, events FROM threads ORDER BY tid").stdout
+    assert text.splitlines()[-1] == "(3 rows)" and text.splitlines()[2].split() == [
+        str(synthetic.threads[0].thread_id), str(len(synthetic.threads[0]))]
+    listing = run_ada("query", synthetic.path).stdout
+    for view, (_, columns) in Q.VIEWS.items():
+        line = listing.split(f"{view}: ")[1].splitlines()[1]
+        assert [c.split()[0] for c in line.strip().split(", ")] == columns
+
+
+def test_query_and_export_errors_are_one_line(synthetic, tmp_path):
+    bad = run_ada("query", synthetic.path, "SELEKT 1")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "syntax" in bad.stderr.lower()
+    missing = run_ada("query", synthetic.path, "SELECT * FROM nothing")
+    assert missing.returncode == 1 and "nothing" in missing.stderr
+    no_viewer = run_ada("export", synthetic.path, "-f", "folded", "--open")
+    assert no_viewer.returncode == 1 and "--open" in no_viewer.stderr
+    into_dir = run_ada("export", synthetic.path, "-f", "perfetto", "-o", tmp_path)
+    assert into_dir.returncode == 1 and "is a directory" in into_dir.stderr
+
+
+def test_export_open_serves_the_file_once_to_the_viewer(synthetic, tmp_path):
+    """--open points the browser (here BROWSER=true: a browser that does nothing) at
+    ui.perfetto.dev with a 127.0.0.1 URL, and serves the file there once, with CORS."""
+    out = tmp_path / "open.pftrace"
+    env = dict(os.environ, BROWSER="true")
+    p = subprocess.Popen([sys.executable, "-m", "ada", "export", str(synthetic.path), "-f",
+                          "perfetto", "-o", str(out), "--open"], stderr=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        line = ""
+        while "https://ui.perfetto.dev/#!/?url=" not in line:
+            line = p.stderr.readline()
+            assert line, "no viewer URL"
+        url = line.split("url=")[1].strip()
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == "*"
+            assert r.read() == out.read_bytes()
+        assert p.wait(timeout=10) == 0
+    finally:
+        p.kill()

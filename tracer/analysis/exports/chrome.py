@@ -1,0 +1,52 @@
+"""The Chrome JSON trace format (chrome://tracing, Perfetto's UI, catapult's trace viewer).
+
+https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU: a call is one
+complete event ("ph": "X", "ts" and "dur" in microseconds, fractions keeping the nanoseconds),
+a thread is named with its tid by a metadata event. The viewers slow down and fail past about
+a million events: `ada export` warns and says how to narrow an export.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, TextIO
+
+import numpy as np
+
+from ada.atf.session import SessionReader
+
+from ..selection import CallFilter, label, process_of
+
+
+def write(session: SessionReader, selection: CallFilter, out: TextIO,
+          progress: Callable[[int], None] = lambda n: None) -> int:
+    """The selected calls as Chrome JSON; returns how many events were written."""
+    names = session.symbol_names()
+    pid, process_name = process_of(session)
+    quoted: dict[int, str] = {}  # function_id -> its name as a JSON string
+    out.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
+    out.write(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                          "args": {"name": process_name}}))
+    count, named = 0, set()
+    for thread, events, calls in selection.each(session, lambda t, calls: calls):
+        tid = thread.thread_id
+        if tid not in named:
+            named.add(tid)
+            out.write(",\n" + json.dumps({"ph": "M", "name": "thread_name", "pid": pid,
+                                          "tid": tid, "args": {"name": f"tid {tid}"}}))
+        if len(calls):
+            fid = calls["function_id"]
+            distinct, which = np.unique(fid, return_inverse=True)
+            for f in distinct.tolist():
+                if f not in quoted:
+                    quoted[f] = json.dumps(label(names, f))
+            name = np.array([quoted[f] for f in distinct.tolist()], dtype=object)[which]
+            start = calls["start_ns"].tolist()
+            duration = calls["duration_ns"].tolist()
+            head = f',\n{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": '
+            out.write("".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
+                              for n, s, d in zip(name.tolist(), start, duration)))
+            count += len(calls)
+        progress(events)
+    out.write("\n]}\n")
+    return count

@@ -1,0 +1,221 @@
+"""Perfetto's protobuf trace format (TrackEvent), written directly.
+
+https://perfetto.dev/docs/reference/synthetic-track-event: a process track, a track per thread
+(named with its tid), a slice per call (TYPE_SLICE_BEGIN / TYPE_SLICE_END), function names
+interned per sequence (one sequence per thread), the detail lane's argument registers and
+return values as debug annotations, and the flight recorder's triggers (instants) and windows
+(slices) on a track of their own. Timestamps are marked as the clock they are in: ada's
+CLOCK_BOOTTIME is Perfetto's own default trace clock, so an export lines up with a system
+trace of the same device. Field numbers are those of protos/perfetto/trace/trace_packet.proto,
+track_event/track_event.proto and track_descriptor.proto.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Callable
+
+import numpy as np
+
+from ada.atf import format as F
+from ada.atf.reader import ThreadReader
+from ada.atf.session import SessionReader
+
+from .. import calls as C
+from ..replay import detail_texts
+from ..report import dense_ids
+from ..selection import CallFilter, label, process_of
+from ..timeline import edges
+from . import protobuf as pb
+
+# TracePacket fields
+TIMESTAMP, CLOCK_SNAPSHOT, SEQUENCE_ID, TRACK_EVENT, INTERNED_DATA = 8, 6, 10, 11, 12
+SEQUENCE_FLAGS, DEFAULTS, TRACK_DESCRIPTOR = 13, 59, 60
+INCREMENTAL_STATE_CLEARED, NEEDS_INCREMENTAL_STATE = 1, 2
+# TrackEvent fields and types
+TYPE, NAME_IID, TRACK_UUID, DEBUG_ANNOTATIONS, NAME = 9, 10, 11, 4, 23
+SLICE_BEGIN, SLICE_END, INSTANT = 1, 2, 3
+# Perfetto's builtin clocks
+CLOCK_REALTIME, CLOCK_BOOTTIME = 1, 6
+# Track uuids: the process, the flight recorder, then one per thread.
+PROCESS_UUID, RECORDER_UUID, THREAD_UUID = 1, 2, 1 << 20
+RECORDER_SEQUENCE = 1
+
+
+def packet(*fields: bytes) -> bytes:
+    return pb.message(1, *fields)  # Trace.packet
+
+
+def annotation(name: str, text: str) -> bytes:
+    return pb.message(DEBUG_ANNOTATIONS, pb.string(10, name), pb.string(6, text))
+
+
+def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
+          progress: Callable[[int], None] = lambda n: None) -> int:
+    """The selected calls as a Perfetto trace; returns how many slices were written."""
+    manifest = session.manifest or {}
+    names = session.symbol_names()
+    pid, process_name = process_of(session)
+    out.write(packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, PROCESS_UUID), pb.message(
+        3, pb.uint(1, pid), pb.string(6, process_name)))))
+    anchor = _realtime_anchor(manifest)
+    if anchor is not None:
+        out.write(packet(pb.message(CLOCK_SNAPSHOT, pb.message(
+            1, pb.uint(1, CLOCK_BOOTTIME), pb.uint(2, anchor[0])), pb.message(
+            1, pb.uint(1, CLOCK_REALTIME), pb.uint(2, anchor[1])),
+            pb.uint(2, CLOCK_BOOTTIME))))
+    out.write(_recorder_track(manifest, pid))
+    known = np.array(sorted(names), dtype=np.uint64)
+    current, interned, slices = None, set(), 0
+    for thread, events, (fids, packets, n) in selection.each(
+            session, lambda t, calls: _chunk_packets(calls, t, known)):
+        if thread is not current:
+            current, interned = thread, set()
+            out.write(_thread_start(thread, pid))
+        new = [f for f in fids if f not in interned]
+        if new:
+            interned.update(new)
+            out.write(packet(pb.uint(SEQUENCE_ID, thread.id + 2),
+                             pb.uint(SEQUENCE_FLAGS, NEEDS_INCREMENTAL_STATE),
+                             pb.message(INTERNED_DATA, (pb.message(
+                                 2, pb.uint(1, _iid(known, f)), pb.string(2, label(names, f)))
+                                 for f in new))))
+        out.write(memoryview(packets))
+        slices += n
+        progress(events)
+    return slices
+
+
+def _iid(known: np.ndarray, fid: int) -> int:
+    """A function's name id on every sequence: its rank among the manifest's functions (from
+    1), or, for one the manifest does not name, its function_id past them."""
+    at = int(np.searchsorted(known, np.uint64(fid)))
+    return at + 1 if at < len(known) and int(known[at]) == fid else fid + 1 + len(known)
+
+
+def _thread_start(thread: ThreadReader, pid: int) -> bytes:
+    """The thread's track (named with its tid), and its sequence's defaults: the clock, and
+    the track every event of the sequence is on."""
+    uuid = THREAD_UUID + thread.id
+    return packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, uuid), pb.uint(5, PROCESS_UUID),
+                             pb.message(4, pb.uint(1, pid), pb.uint(2, thread.thread_id),
+                                        pb.string(5, f"tid {thread.thread_id}")))) + \
+        packet(pb.uint(SEQUENCE_ID, thread.id + 2),
+               pb.uint(SEQUENCE_FLAGS, INCREMENTAL_STATE_CLEARED),
+               pb.message(DEFAULTS, pb.uint(58, CLOCK_BOOTTIME), pb.message(11, pb.uint(11, uuid))))
+
+
+def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray
+                   ) -> tuple[list[int], np.ndarray, int]:
+    """(the chunk's distinct function_ids, its begin and end packets, how many calls)."""
+    row, is_end = edges(calls)
+    distinct, which = dense_ids(calls["function_id"][row])
+    at = np.minimum(np.searchsorted(known, distinct), max(len(known) - 1, 0))
+    hit = (known[at] == distinct) if len(known) else np.zeros(len(distinct), dtype=bool)
+    iid = np.where(hit, at + 1, distinct + np.uint64(1 + len(known))).astype(np.uint64)[which]
+    ts = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
+    blobs: dict[int, bytes] = {}
+    if thread.detail is not None:
+        args, value = detail_texts(calls, thread)
+        first = np.zeros(len(calls), dtype=np.int64)
+        last = np.zeros(len(calls), dtype=np.int64)
+        first[row[~is_end]] = np.flatnonzero(~is_end)
+        last[row[is_end]] = np.flatnonzero(is_end)
+        for r in np.flatnonzero(np.not_equal(args, None)).tolist():
+            blobs[int(first[r])] = annotation("args", args[r])
+        for r in np.flatnonzero(np.not_equal(value, None)).tolist():
+            blobs[int(last[r])] = annotation("return", value[r])
+    return distinct.tolist(), event_packets(ts, is_end, iid, thread.id + 2, blobs), len(calls)
+
+
+def event_packets(ts: np.ndarray, is_end: np.ndarray, iid: np.ndarray, sequence: int,
+                  blobs: dict[int, bytes]) -> np.ndarray:
+    """A TracePacket per begin or end, as bytes: timestamp, sequence, flags and a TrackEvent
+    (its type, a begin's name_iid, and `blobs[i]`: more fields of event i's TrackEvent).
+    Packets without blobs are grouped by layout (the sizes of their varints), a group
+    written at once; the few with blobs are written one by one and spliced in."""
+    plain = np.ones(len(ts), dtype=bool)
+    plain[list(blobs)] = False
+    rows = np.flatnonzero(plain)
+    ts_size = pb.varint_sizes(ts[rows])
+    iid_size = np.where(is_end[rows], 0, pb.varint_sizes(iid[rows]))
+    shape = ts_size << 8 | iid_size << 4 | is_end[rows]
+    groups: list[pb.Group] = []
+    for key in np.flatnonzero(np.bincount(shape)).tolist():  # a handful of layouts
+        mine = np.flatnonzero(shape == key)
+        t_size, i_size, end = key >> 8, key >> 4 & 15, bool(key & 1)
+        whole, at = _packet(sequence, end, bytes(t_size), bytes(i_size), b"")
+        varints = [(ts[rows[mine]], at[0], t_size)]
+        if not end:
+            varints.append((iid[rows[mine]], at[1], i_size))
+        groups.append((mine, whole, varints))
+    out = pb.rows_of_bytes(len(rows), groups)
+    if not blobs:
+        return out
+    # Splice the packets with blobs in: each after the plain packets before it.
+    length = np.zeros(len(ts), dtype=np.int64)
+    for mine, whole, _ in groups:
+        length[rows[mine]] = len(whole)
+    spliced, done, taken = [], 0, 0
+    for i in sorted(blobs):
+        before = int(length[done:i].sum())
+        spliced.append(out[taken:taken + before])
+        taken += before
+        whole, _ = _packet(sequence, bool(is_end[i]), pb.varint(int(ts[i])),
+                           b"" if is_end[i] else pb.varint(int(iid[i])), blobs[i])
+        spliced.append(np.frombuffer(whole, dtype=np.uint8))
+        done = i + 1
+    spliced.append(out[taken:])
+    return np.concatenate(spliced)
+
+
+def _packet(sequence: int, end: bool, ts: bytes, iid: bytes, blob: bytes
+            ) -> tuple[bytes, tuple[int, int]]:
+    """A begin or end packet with these varint bytes, and where ts and iid start in it."""
+    event = pb.uint(TYPE, SLICE_END if end else SLICE_BEGIN)
+    if not end:
+        event += pb.tag(NAME_IID, pb.VARINT) + iid
+    event += blob
+    body = (pb.tag(TIMESTAMP, pb.VARINT) + ts + pb.uint(SEQUENCE_ID, sequence)
+            + pb.uint(SEQUENCE_FLAGS, NEEDS_INCREMENTAL_STATE) + pb.message(TRACK_EVENT, event))
+    whole = pb.tag(1, pb.LEN) + pb.varint(len(body)) + body
+    head = len(whole) - len(body)
+    return whole, (head + 1, len(whole) - len(blob) - len(iid))
+
+
+def _realtime_anchor(manifest: dict) -> tuple[int, int] | None:
+    """(recording clock ns, CLOCK_REALTIME ns) taken together, if the manifest has one."""
+    if manifest.get("clock") != F.CLOCK_NAMES[F.CLOCK_BOOTTIME]:
+        return None
+    for a in manifest.get("clock_anchors") or []:
+        if isinstance(a, dict) and isinstance(a.get("clock_ns"), int) \
+                and isinstance(a.get("realtime_ns"), int):
+            return a["clock_ns"], a["realtime_ns"]
+    return None
+
+
+def _recorder_track(manifest: dict, pid: int) -> bytes:
+    """The flight recorder's triggers (instants) and windows (slices), on a track of their
+    own under the process; nothing when the session has none."""
+    triggers = [t for t in manifest.get("triggers") or [] if isinstance(t, dict)]
+    windows = [w for w in manifest.get("windows") or [] if isinstance(w, dict)]
+    if not triggers and not windows:
+        return b""
+    out = [packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, RECORDER_UUID),
+                             pb.uint(5, PROCESS_UUID), pb.string(2, "ada flight recorder")))]
+    events = [(int(t["timestamp_ns"]), 1, INSTANT, "trigger: " + _trigger_name(t)) for t in triggers]
+    for w in windows:
+        events.append((int(w["start_ns"]), 2, SLICE_BEGIN, "window"))
+        events.append((int(w["end_ns"]), 0, SLICE_END, ""))
+    for ts, _, kind, name in sorted(events):
+        fields = [pb.uint(TYPE, kind), pb.uint(TRACK_UUID, RECORDER_UUID)]
+        if name:
+            fields.append(pb.string(NAME, name))
+        out.append(packet(pb.uint(TIMESTAMP, ts), pb.uint(58, CLOCK_BOOTTIME),
+                          pb.uint(SEQUENCE_ID, RECORDER_SEQUENCE),
+                          pb.message(TRACK_EVENT, *fields)))
+    return b"".join(out)
+
+
+def _trigger_name(t: dict) -> str:
+    details = ", ".join(f"{k}={v}" for k, v in t.items() if k not in ("kind", "timestamp_ns"))
+    return f"{t.get('kind')}" + (f" ({details})" if details else "")

@@ -1,0 +1,65 @@
+"""speedscope's file format, evented profiles: a profile per thread whose events open and close
+frames in time order (https://www.speedscope.app/file-format-schema.json), so its "time order"
+view shows each thread's calls as they happened, and its flame views aggregate them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, TextIO
+
+import numpy as np
+
+from ada.atf.session import SessionReader
+
+from ..selection import CallFilter, label, process_of
+from ..timeline import edges
+
+SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+
+
+def write(session: SessionReader, selection: CallFilter, out: TextIO,
+          progress: Callable[[int], None] = lambda n: None) -> int:
+    """Returns how many calls were written. The frames go last (they are known once every
+    chunk is read), which speedscope's JSON reader does not mind."""
+    names = session.symbol_names()
+    pid, process_name = process_of(session)
+    frame_of: dict[int, int] = {}  # function_id -> frame index
+    out.write(f'{{"$schema": "{SCHEMA}", "exporter": "ada", '
+              f'"name": {json.dumps(f"{process_name} ({pid})")}, "profiles": [')
+    current, count, first, need_comma = None, 0, True, False
+    ends: list[int | None] = [None, None]  # the thread's first and last time
+
+    def close_profile() -> None:
+        out.write(f'], "startValue": {ends[0] or 0}, "endValue": {ends[1] or 0}}}')
+
+    for thread, events, calls in selection.each(session, lambda t, calls: calls):
+        if thread is not current:
+            if current is not None:
+                close_profile()
+            out.write(("" if first else ", ") + json.dumps(
+                {"type": "evented", "name": f"tid {thread.thread_id}",
+                 "unit": "nanoseconds"})[:-1] + ', "events": [')
+            current, first, need_comma = thread, False, False
+            ends[:] = [None, None]
+        if len(calls):
+            row, is_end = edges(calls)
+            fid = calls["function_id"][row]
+            distinct, which = np.unique(fid, return_inverse=True)
+            for f in distinct.tolist():
+                frame_of.setdefault(f, len(frame_of))
+            frame = np.array([frame_of[f] for f in distinct.tolist()], dtype=np.int64)[which]
+            at = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
+            kind = np.where(is_end, "C", "O")
+            text = ", ".join(f'{{"type": "{k}", "frame": {f}, "at": {a}}}'
+                             for k, f, a in zip(kind.tolist(), frame.tolist(), at.tolist()))
+            out.write((", " if need_comma else "") + text)
+            need_comma = True
+            ends[:] = [int(at[0]) if ends[0] is None else ends[0], int(at[-1])]
+            count += len(calls)
+        progress(events)
+    if current is not None:
+        close_profile()
+    frames = [{"name": label(names, f)} for f, _ in sorted(frame_of.items(), key=lambda x: x[1])]
+    out.write(f'], "shared": {{"frames": {json.dumps(frames)}}}}}\n')
+    return count

@@ -1,0 +1,142 @@
+"""SQL over a session: DuckDB (embedded, no server) on column views of the memory-mapped lanes.
+
+The index lane registers without a copy: each thread's columns are numpy views of its mapped
+file, which DuckDB scans in place. The calls table is built (calls.py, every core) only when a
+query names `calls`; it is the one table `ada report` counts, so both agree. `ada query` and
+the Parquet export (exports/parquet.py) both read through `connect`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from ada.atf import format as F
+from ada.atf.session import SessionReader
+
+from . import calls as C
+from .selection import CallFilter, module_names
+
+# view -> (what it holds, its columns); the columns are checked against the views by a test.
+VIEWS: dict[str, tuple[str, list[str]]] = {
+    "events": ("every index event of every thread",
+               ["thread", "tid", "seq", "timestamp_ns", "function_id", "name", "kind", "depth",
+                "detail_seq"]),
+    "calls": ("every CALL paired with its RETURN (the calls table `ada report` counts)",
+              ["call", "thread", "tid", "function_id", "name", "start_ns", "end_ns",
+               "duration_ns", "self_ns", "depth", "parent", "call_seq", "return_seq",
+               "open", "no_call", "left"]),
+    "functions": ("every hooked function of the manifest",
+                  ["function_id", "name", "module", "address"]),
+    "threads": ("every thread", ["thread", "tid", "events", "first_ns", "last_ns"]),
+}
+
+
+def names_calls(sql: str) -> bool:
+    """Whether a query reads the calls view (a word `calls` outside quotes, roughly)."""
+    return re.search(r"\bcalls\b", re.sub(r"'[^']*'", "", sql), re.IGNORECASE) is not None
+
+
+def connect(session: SessionReader, selection: CallFilter | None = None,
+            with_calls: bool = True, events_window: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the views of VIEWS. `selection` picks the threads (and the
+    calls, with every filter of CallFilter); `events_window` also keeps only the events in
+    its time window. Without `with_calls` the calls view is there, empty."""
+    selection = selection or CallFilter()
+    threads = selection.threads(session)
+    con = duckdb.connect()
+    _functions(con, session)
+    con.register("_threads", {
+        "thread": np.array([t.id for t in threads], dtype=np.uint32),
+        "tid": np.array([t.thread_id for t in threads], dtype=np.uint64),
+        "events": np.array([len(t) for t in threads], dtype=np.uint64),
+        "first_ns": np.array([(t.index.time_range() or (0, 0))[0] for t in threads], dtype=np.uint64),
+        "last_ns": np.array([(t.index.time_range() or (0, 0))[1] for t in threads], dtype=np.uint64)})
+    con.execute("CREATE VIEW threads AS SELECT * FROM _threads")
+    parts = []
+    for t in threads:
+        ev = t.index.events
+        if events_window and (selection.start_ns is not None or selection.end_ns is not None):
+            ts = ev["timestamp_ns"]
+            a = int(np.searchsorted(ts, selection.start_ns or 0, side="left"))
+            b = int(np.searchsorted(ts, selection.end_ns, side="right")) \
+                if selection.end_ns is not None else len(ev)
+        else:
+            a, b = 0, len(ev)
+        ev = ev[a:b]
+        con.register(f"_index_{t.id}", {
+            "seq": np.arange(a, b, dtype=np.uint32 if b < (1 << 32) else np.uint64),
+            "timestamp_ns": ev["timestamp_ns"], "function_id": ev["function_id"],
+            "event_kind": ev["event_kind"], "call_depth": ev["call_depth"],
+            "detail_seq": ev["detail_seq"]})
+        parts.append(f"SELECT {t.id}::UINTEGER AS thread, {t.thread_id}::UBIGINT AS tid, seq, "
+                     f"timestamp_ns, function_id, event_kind, call_depth, detail_seq "
+                     f"FROM _index_{t.id}")
+    kinds = " ".join(f"WHEN {k} THEN '{n}'" for k, n in F.EVENT_KIND_NAMES.items())
+    union = " UNION ALL ".join(parts) if parts else (
+        "SELECT NULL::UINTEGER AS thread, NULL::UBIGINT AS tid, NULL::UBIGINT AS seq, "
+        "NULL::UBIGINT AS timestamp_ns, NULL::UBIGINT AS function_id, NULL::UINTEGER AS "
+        "event_kind, NULL::UINTEGER AS call_depth, NULL::UINTEGER AS detail_seq WHERE false")
+    con.execute(f"""CREATE VIEW events AS SELECT e.thread, e.tid, e.seq, e.timestamp_ns,
+        e.function_id, f.name, CASE e.event_kind {kinds} END AS kind, e.call_depth AS depth,
+        NULLIF(e.detail_seq, {F.NO_DETAIL_SEQ}) AS detail_seq
+        FROM ({union}) e LEFT JOIN functions f ON f.function_id = e.function_id""")
+    _calls(con, session, selection if with_calls else None)
+    return con
+
+
+def _functions(con: duckdb.DuckDBPyConnection, session: SessionReader) -> None:
+    modules = module_names(session)
+    rows: dict[int, tuple[str, Any, Any]] = {}
+    for s in (session.manifest or {}).get("symbols") or []:
+        if not isinstance(s, dict):
+            continue
+        try:
+            fid = int(s["function_id"], 16) if isinstance(s.get("function_id"), str) \
+                else int(s["function_id"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        rows.setdefault(fid, (str(s.get("name")), modules.get(s.get("module_id", fid >> 32)),
+                              s.get("address")))
+    ids = sorted(rows)
+    con.register("_functions", {
+        "function_id": np.array(ids, dtype=np.uint64),
+        "name": np.array([rows[f][0] for f in ids], dtype=object),
+        "module": np.array([rows[f][1] for f in ids], dtype=object),
+        "address": np.array([rows[f][2] for f in ids], dtype=object)})
+    con.execute("CREATE VIEW functions AS SELECT * FROM _functions")
+
+
+def _calls(con: duckdb.DuckDBPyConnection, session: SessionReader,
+           selection: CallFilter | None) -> None:
+    """The calls table of the selection, chunk by chunk into a DuckDB table (cheaper than
+    joining the chunks into one numpy table first: memory is touched once); `call` numbers
+    the calls, `parent` is one of them."""
+    types = {"<u4": "UINTEGER", "<u8": "UBIGINT", "<i8": "BIGINT"}
+    columns = ["call UBIGINT", "tid UBIGINT"] + [
+        f"{name} {types[C.CALL.fields[name][0].str]}" for name in C.CALL.names]
+    con.execute(f"CREATE TABLE _calls ({', '.join(columns)})")
+    offset = 0
+    chunks = selection.each(session, lambda t, calls: calls) if selection else iter(())
+    for thread, _, calls in chunks:
+        if not len(calls):
+            continue
+        chunk = dict(calls.columns)
+        parent = chunk["parent"]
+        chunk["parent"] = np.where(parent >= 0, parent + offset, -1)
+        chunk["call"] = np.arange(offset, offset + len(calls), dtype=np.uint64)
+        chunk["tid"] = np.full(len(calls), thread.thread_id, dtype=np.uint64)
+        con.register("_chunk", chunk)
+        con.execute(f"INSERT INTO _calls SELECT call, tid, {', '.join(C.CALL.names)} "
+                    "FROM _chunk")
+        con.unregister("_chunk")
+        offset += len(calls)
+    con.execute(f"""CREATE VIEW calls AS SELECT c.call, c.thread, c.tid, c.function_id, f.name,
+        c.start_ns, c.end_ns, c.duration_ns, c.self_ns, c.depth,
+        NULLIF(c.parent, -1) AS parent, NULLIF(c.call_seq, -1) AS call_seq,
+        NULLIF(c.return_seq, -1) AS return_seq, (c.flags & {C.OPEN}) != 0 AS open,
+        (c.flags & {C.NO_CALL}) != 0 AS no_call, (c.flags & {C.LEFT}) != 0 AS "left"
+        FROM _calls c LEFT JOIN functions f ON f.function_id = c.function_id""")

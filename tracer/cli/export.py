@@ -1,0 +1,85 @@
+"""`ada export SESSION --format FMT -o OUT`: the session in the formats other tools open."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from ada.atf.session import SessionReader
+
+from .common import (CliError, Progress, add_call_filters, call_filter, keep_freed_memory,
+                     serve_to_viewer)
+
+# format (a module of tracer/analysis/exports, imported when used) -> (file suffix, text or
+# binary or a directory, what its count counts, the viewer --open uses)
+FORMATS = {
+    "perfetto": (".pftrace", "b", "slices", "perfetto"),
+    "chrome": (".json", "t", "events", "perfetto"),
+    "folded": (".folded", "t", "stacks", None),
+    "speedscope": (".speedscope.json", "t", "calls", "speedscope"),
+    "parquet": ("_parquet", "d", "calls", None),
+}
+VIEWER_LIMIT = 1_000_000  # events JSON trace viewers handle well
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write the calls for Perfetto, Chrome, flame graphs, speedscope, Parquet",
+        description="perfetto: Perfetto's protobuf trace (a track per thread, a slice per "
+        "call, arguments from the detail lane, the flight recorder's triggers and windows). "
+        "chrome: Chrome's JSON trace format. folded: folded stacks with self time in ns "
+        "(flamegraph.pl, inferno, speedscope). speedscope: speedscope's evented profile, a "
+        "profile per thread in time order. parquet: a directory of events, calls, functions "
+        "and threads .parquet files (zstd) for DuckDB, Spark, pandas.",
+        epilog="examples:\n"
+        "  ada export ada_traces/session_*/pid_1234 --format perfetto --open\n"
+        "  ada export SESSION --format folded -o app.folded && flamegraph.pl app.folded > a.svg\n"
+        "  ada export SESSION --format chrome --tid 1234 --from-ns T1 --to-ns T2 -t 10us",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
+    p.add_argument("-f", "--format", choices=FORMATS, required=True)
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="file (a directory for parquet); default: pid_N plus the format's "
+                   "suffix, here")
+    p.add_argument("--open", action="store_true",
+                   help="open it in the viewer: ui.perfetto.dev (perfetto, chrome) or "
+                   "speedscope.app (speedscope), served once from 127.0.0.1")
+    add_call_filters(p, shape=True)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()
+    session = SessionReader(args.session)
+    suffix, mode, counted, viewer = FORMATS[args.format]
+    writer = importlib.import_module(f"ada.tracer.analysis.exports.{args.format}").write
+    if args.open and viewer is None:
+        raise CliError(f"--open: no viewer opens {args.format} from here; "
+                       "use perfetto, chrome or speedscope")
+    out = Path(args.output or f"{session.path.name}{suffix}")
+    selection = call_filter(args)
+    total = sum(len(t) for t in selection.threads(session))
+    progress = Progress(f"export {args.format}", total)
+    if mode == "d":
+        if out.exists() and not out.is_dir():
+            raise CliError(f"{out}: exists and is not a directory")
+        count = writer(session, selection, out, progress)
+    else:
+        if out.is_dir():
+            raise CliError(f"{out}: is a directory")
+        try:
+            with open(out, "w" + mode, **({"encoding": "utf-8"} if mode == "t" else {})) as f:
+                count = writer(session, selection, f, progress)
+        except OSError as e:
+            raise CliError(f"{out}: {e.strerror}") from None
+    progress.done()
+    print(f"{out}: {count:,} {counted}", file=sys.stderr)
+    if args.format == "chrome" and count > VIEWER_LIMIT:
+        print(f"ada export: warning: {count:,} events: JSON trace viewers slow down and fail "
+              f"past about {VIEWER_LIMIT:,}; narrow it (--tid, --from-ns/--to-ns, -F, "
+              "-D, -t) or use --format perfetto", file=sys.stderr)
+    if args.open:
+        serve_to_viewer(out, viewer)
+    return 0
