@@ -234,6 +234,7 @@ class AdaAgent {
     if (ticks)
       this._startClockPairs();
     return {
+      clockAnchor: this.clockAnchor(),
       pid: Process.id,
       arch: plat.arch,
       platform: Process.platform,
@@ -244,6 +245,32 @@ class AdaAgent {
       toolchainFallback: compiled.fallback,
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },
       layout: L,
+    };
+  }
+
+  /*
+   * The recording clock and the wall clock read together (ada_clock_anchor): the
+   * recording clock's midpoint, the wall clock in ns, and how far apart the two
+   * recording-clock reads were (the anchor's uncertainty). Where the C side cannot
+   * read the wall clock (Darwin), Date.now() does, to the millisecond. Numbers go
+   * as decimal strings: they exceed a double's exact range.
+   */
+  clockAnchor() {
+    if (this.anchorFn === undefined)
+      this.anchorFn = new NativeFunction(this.cm.ada_clock_anchor, 'void', ['pointer']);
+    const out = Memory.alloc(24);
+    this.anchorFn(out);
+    const before = out.readU64(), after = out.add(16).readU64();
+    let wall = out.add(8).readU64();
+    let uncertainty = after.sub(before);
+    if (wall.equals(0)) {
+      wall = uint64(Date.now().toString() + '000000');
+      uncertainty = uncertainty.add(1000000);
+    }
+    return {
+      clockNs: before.add(after.sub(before).shr(1)).toString(),
+      realtimeNs: wall.toString(),
+      uncertaintyNs: uncertainty.toString(),
     };
   }
 
@@ -806,6 +833,7 @@ rpc.exports = {
   hook: () => agent.hook(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
+  clockAnchor: () => agent.clockAnchor(),
   /* For the tests: compile-check the hot path for platforms this host is not. */
   hotPathDefines: (platform, arch, facts) => hotPathDefines(platform, arch, facts),
   cmoduleBuiltins: () => CModule.builtins,

@@ -458,6 +458,28 @@ ada_clock_ns (void)
   return ada_now ();
 }
 
+/*
+ * The recording clock and CLOCK_REALTIME read together: out[0] and out[2] the recording
+ * clock just before and after, out[1] the wall clock (ns since 1970; 0 where the platform's
+ * wall clock is read by the agent instead). The manifest keeps these anchors, so an export
+ * can show wall-clock time and line up with logs and screen recordings.
+ */
+void
+ada_clock_anchor (guint64 * out)
+{
+  out[0] = ada_now ();
+#ifdef ADA_CLOCK_MACH
+  out[1] = 0;
+#else
+  {
+    AdaTimespec ts;
+    ada_clock_gettime (0 /* CLOCK_REALTIME, on Linux and Android */, &ts);
+    out[1] = (guint64) ts.tv_sec * 1000000000ULL + (guint64) ts.tv_nsec;
+  }
+#endif
+  out[2] = ada_now ();
+}
+
 /* RPC transport: the host is alive (written on each pull, as the local drain does). */
 void
 ada_heartbeat (void)

@@ -231,3 +231,21 @@ def test_export_open_serves_the_file_once_to_the_viewer(synthetic, tmp_path):
         assert p.wait(timeout=10) == 0
     finally:
         p.kill()
+
+
+def test_the_manifest_anchors_the_recording_clock_to_wall_clock_and_perfetto_has_it(
+        real, tmp_path):
+    """The agent reads CLOCK_BOOTTIME and CLOCK_REALTIME together as it starts; the Perfetto
+    export gives the pair as a ClockSnapshot, so the UI can show wall-clock time."""
+    import time
+    anchors = real.manifest["clock_anchors"]
+    start = anchors[0]
+    assert start["at"] == "start" and start["uncertainty_ns"] < 50_000_000
+    assert abs(start["realtime_ns"] - time.time_ns()) < 600 * 10**9  # recorded minutes ago
+    first, last = real.time_range()
+    assert start["clock_ns"] <= first and first - start["clock_ns"] < 60 * 10**9
+    trace = P.Trace()
+    trace.ParseFromString(export(real, tmp_path, "perfetto").read_bytes())
+    snapshots = [p.clock_snapshot for p in trace.packet if p.HasField("clock_snapshot")]
+    assert [{c.clock_id: c.timestamp for c in s.clocks} for s in snapshots] == [
+        {6: start["clock_ns"], 1: start["realtime_ns"]}]

@@ -121,6 +121,12 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):
         assert read_line(proc).startswith("tick")
         s, _ = trace(tmp_path, "-p", proc.pid, "-i", "ticker!work", "--duration", "1")
         assert s.manifest["end"]["reason"] == "duration"
+        # The wall clock is anchored as the recording starts and as it stops (the process
+        # lives on): about the second of --duration apart on both clocks.
+        start, end = s.manifest["clock_anchors"]
+        assert (start["at"], end["at"]) == ("start", "end")
+        for clock in ("clock_ns", "realtime_ns"):
+            assert 0.9e9 < end[clock] - start[clock] < 30e9
         work = function_events(s, "work")[0]
         assert len(work) >= 2000 and len(work) % 2 == 0
         assert_balanced(work)

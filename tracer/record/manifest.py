@@ -44,6 +44,7 @@ class RecordingFacts:
     parent_pid: int | None = None  # a followed child: the traced process it forked from
     origin: str | None = None  # None for the target; "fork", "exec", ... for the others
     children: list[dict[str, Any]] | None = None  # {"pid", "origin", "followed"} seen
+    clock_anchors: list[dict[str, Any]] | None = None  # {"at", "clock_ns", "realtime_ns", ...}
 
 
 def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str, Any] | None,
@@ -70,6 +71,7 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "clock_type": facts.clock_type,
         "clock": F.CLOCK_NAMES.get(facts.clock_type),
         "clock_source": drain["clock"],
+        "clock_anchors": facts.clock_anchors or [],
         "hot_path": {"toolchain": facts.agent.get("toolchain"),
                      "toolchain_fallback": facts.agent.get("toolchainFallback")},
         "time_range": drain["time_range"],

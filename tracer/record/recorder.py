@@ -93,6 +93,7 @@ class Recorder:
         self.script: frida.core.Script | None = None
         self.pipeline: Pipeline | None = None
         self.agent_info: dict[str, Any] = {}
+        self.clock_anchors: list[dict[str, Any]] = []  # recording clock vs. wall clock
         self.hooked = HookedFunctions(options.selection, options.triggers, warn)
         self.transport = resolve_transport(options.transport, device)
         self.record_start_ns = 0
@@ -214,6 +215,8 @@ class Recorder:
         self.agent_info = self.pipeline.init_agent(
             self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device))
         info = self.agent_info
+        if info.get("clockAnchor"):
+            self.clock_anchors.append(anchor(info["clockAnchor"], "start"))
         if info["toolchain"] == "external":
             self.info("hot path compiled by the system toolchain (gcc -O2)")
         elif info.get("toolchainFallback"):
@@ -322,6 +325,10 @@ class Recorder:
         warnings: list[str] = []
         if not self._detached and self.script is not None:
             try:
+                self.clock_anchors.append(anchor(self.script.exports_sync.clock_anchor(), "end"))
+            except FRIDA_ERRORS:
+                pass  # the process is gone: the start's anchor stays
+            try:
                 self.script.exports_sync.stop()
             except FRIDA_ERRORS as e:
                 warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
@@ -374,7 +381,8 @@ class Recorder:
             never_matched=self.hooked.never_matched(), started_at=self.started_at,
             ended_at=ended_at, clean=clean, end_reason=end_reason or self.stop_reason,
             crash=self.end.crash, exit_status=self.end.exit_status, undelivered=self.undelivered,
-            parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children)
+            parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children,
+            clock_anchors=self.clock_anchors)
 
     def _sink_summary(self) -> dict[str, Any] | None:
         """The detail sink's summary, its function triggers named."""
@@ -432,6 +440,13 @@ def _check_output_dir(path: Path) -> None:
         raise TracerError(f"output directory {path} is not writable: {e.strerror}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise TracerError(f"output directory {path} is not writable")
+
+
+def anchor(reading: dict[str, str], at: str) -> dict[str, Any]:
+    """The agent's clockAnchor() (decimal strings) as the manifest keeps it."""
+    return {"at": at, "clock_ns": int(reading["clockNs"]),
+            "realtime_ns": int(reading["realtimeNs"]),
+            "uncertainty_ns": int(reading["uncertaintyNs"])}
 
 
 def _os_code(device: frida.core.Device, agent_info: dict[str, Any]) -> int:
