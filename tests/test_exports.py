@@ -249,3 +249,34 @@ def test_the_manifest_anchors_the_recording_clock_to_wall_clock_and_perfetto_has
     snapshots = [p.clock_snapshot for p in trace.packet if p.HasField("clock_snapshot")]
     assert [{c.clock_id: c.timestamp for c in s.clocks} for s in snapshots] == [
         {6: start["clock_ns"], 1: start["realtime_ns"]}]
+
+
+def test_perfetto_export_puts_triggers_and_windows_on_a_track_of_their_own(tmp_path):
+    s = write_session(tmp_path, BALANCED)
+    manifest = dict(s.manifest, triggers=[{"kind": "signal", "timestamp_ns": 500,
+                                           "signal": "SIGUSR1"}],
+                    windows=[{"start_ns": 400, "end_ns": 700, "truncated": False}])
+    (s.path / "manifest.json").write_text(json.dumps(manifest))
+    trace = P.Trace()
+    trace.ParseFromString(export(atf.open_session(s.path), tmp_path, "perfetto").read_bytes())
+    recorder = [p.track_descriptor.uuid for p in trace.packet
+                if p.HasField("track_descriptor") and p.track_descriptor.name ==
+                "ada flight recorder"]
+    assert len(recorder) == 1
+    on_it = [(p.timestamp, p.track_event.type, p.track_event.name) for p in trace.packet
+             if p.HasField("track_event") and p.track_event.track_uuid == recorder[0]]
+    E = P.TrackEvent
+    assert on_it == [(400, E.TYPE_SLICE_BEGIN, "window"),
+                     (500, E.TYPE_INSTANT, "trigger: signal (signal=SIGUSR1)"),
+                     (700, E.TYPE_SLICE_END, "")]
+
+
+def test_chrome_export_warns_when_viewers_would_struggle(synthetic, tmp_path, monkeypatch,
+                                                         capsys):
+    from ada.tracer.cli import export as X
+    from ada.tracer.cli import main
+    monkeypatch.setattr(X, "VIEWER_LIMIT", 10)
+    assert main(["export", str(synthetic.path), "-f", "chrome", "-o",
+                 str(tmp_path / "big.json")]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "narrow it" in err and "--format perfetto" in err
