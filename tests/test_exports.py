@@ -19,7 +19,7 @@ import ada.atf as atf
 from ada.tracer.analysis import calls as C
 from ada.tracer.analysis import sql as Q
 from helpers import run_ada, session_path
-from test_analysis import BALANCED, NAMES, UNBALANCED, random_tree, write_session
+from test_analysis import BALANCED, UNBALANCED, random_tree, write_session
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,9 @@ def test_perfetto_export_carries_the_detail_lane_as_debug_annotations(real, tmp_
                          for a in after)
 
 
-def test_chrome_export_reads_back_as_json(synthetic, tmp_path):
+@pytest.mark.parametrize("which", ["synthetic", "real"])
+def test_chrome_export_reads_back_as_json(request, tmp_path, which):
+    synthetic = request.getfixturevalue(which)
     doc = json.loads(export(synthetic, tmp_path, "chrome").read_text())
     events = doc["traceEvents"]
     got = Counter((e["tid"], e["name"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
@@ -135,7 +137,9 @@ def test_folded_stacks_add_up_to_the_report_self_times(real, synthetic, tmp_path
         assert any(";" in line for line in stacks)
 
 
-def test_speedscope_export_opens_and_closes_every_frame_in_order(synthetic, tmp_path):
+@pytest.mark.parametrize("which", ["synthetic", "real"])
+def test_speedscope_export_opens_and_closes_every_frame_in_order(request, tmp_path, which):
+    synthetic = request.getfixturevalue(which)
     doc = json.loads(export(synthetic, tmp_path, "speedscope").read_text())
     assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
     frames = [f["name"] for f in doc["shared"]["frames"]]
@@ -156,7 +160,9 @@ def test_speedscope_export_opens_and_closes_every_frame_in_order(synthetic, tmp_
     assert got == expected_calls(synthetic)
 
 
-def test_parquet_export_reads_back_in_duckdb(synthetic, tmp_path):
+@pytest.mark.parametrize("which", ["synthetic", "real"])
+def test_parquet_export_reads_back_in_duckdb(request, tmp_path, which):
+    synthetic = request.getfixturevalue(which)
     out = export(synthetic, tmp_path, "parquet")
     con = duckdb.connect()
     events = con.execute(f"SELECT count(*) FROM '{out}/events.parquet'").fetchall()[0][0]
@@ -166,7 +172,8 @@ def test_parquet_export_reads_back_in_duckdb(synthetic, tmp_path):
     report = json.loads(run_ada("report", synthetic.path, "--json").stdout)["functions"]
     assert per_name == {r["name"]: r["self_ns"] for r in report}
     assert sorted(r[0] for r in con.execute(
-        f"SELECT name FROM '{out}/functions.parquet'").fetchall()) == sorted(NAMES)
+        f"SELECT name FROM '{out}/functions.parquet'").fetchall()) == sorted(
+        synthetic.symbol_names().values())
 
 
 def test_exports_take_the_filters(synthetic, tmp_path):
