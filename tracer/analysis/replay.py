@@ -20,6 +20,7 @@ from ada.atf import format as F
 from ada.atf.reader import ThreadReader
 
 from . import calls as C
+from .arguments import Decoder
 from .calls import Calls
 from .report import format_duration
 from .selection import label
@@ -30,20 +31,23 @@ BATCH = 65536
 
 
 LINE_FIELDS = ("ts", "tie", "function_id", "duration_ns", "flags", "thread", "depth", "close",
-               "leaf", "args", "value", "detailed")
-SHOWN_ARGS = 3  # argument registers shown from a CALL's detail (regs[0..5] hold the first six)
+               "leaf", "args", "value", "caller", "detailed")
 
 
-def detail_texts(calls: Calls, thread: ThreadReader) -> tuple[np.ndarray, np.ndarray]:
-    """Per call, from the thread's detail lane where it has the records: its first argument
-    registers ("0x3, 0x4, 0x0") and its return value ("0x7"); None where there is no record.
-    Names and types come with debug information (a later issue)."""
+def detail_texts(calls: Calls, thread: ThreadReader, decoder: Decoder,
+                 callers: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per call, from the thread's detail lane where it has the records: its arguments
+    ("a=3, b=6" from debug information, else the raw registers "0x3, 0x6, 0x0"), its return
+    value ("9") and, with `callers`, where it was called from ("main+0x1c (demo.c:42)");
+    None where there is no record (arguments.py decodes them)."""
     args = np.full(len(calls), None, dtype=object)
     value = np.full(len(calls), None, dtype=object)
+    caller = np.full(len(calls), None, dtype=object)
     detail = thread.detail
     if detail is None or len(calls) == 0:
-        return args, value
+        return args, value, caller
     links = thread.index.events["detail_seq"]
+    fids = calls["function_id"]
     for column, seqs in ((args, calls["call_seq"]), (value, calls["return_seq"])):
         have = np.flatnonzero(seqs >= 0)
         dseq = links[seqs[have]]
@@ -52,14 +56,17 @@ def detail_texts(calls: Calls, thread: ThreadReader) -> tuple[np.ndarray, np.nda
             event = detail.get(d)
             if event is None or not event.is_function:
                 continue
+            fid = int(fids[row])
             if column is args:
-                column[row] = ", ".join(f"0x{r:x}" for r in event.regs[:SHOWN_ARGS])
-            elif event.return_value is not None:
-                column[row] = f"0x{event.return_value:x}"
-    return args, value
+                column[row] = decoder.call_text(fid, event)
+                if callers:
+                    caller[row] = decoder.caller(event.lr)
+            else:
+                column[row] = decoder.return_text(fid, event)
+    return args, value, caller
 
 
-def lines_of(calls: Calls, details: tuple[np.ndarray, np.ndarray] | None = None
+def lines_of(calls: Calls, details: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
              ) -> dict[str, np.ndarray]:
     """The lines of a calls table (parents valid) as columns, in order: a call without
     children gives one line, any other an opening and a closing one. At the same time a
@@ -80,10 +87,10 @@ def lines_of(calls: Calls, details: tuple[np.ndarray, np.ndarray] | None = None
             "duration_ns": calls["duration_ns"][row], "flags": calls["flags"][row],
             "thread": calls["thread"][row], "depth": depth[order], "close": close,
             "leaf": leaf[row],
-            "args": details[0][row] if details else np.full(len(row), None, dtype=object),
-            "value": details[1][row] if details else np.full(len(row), None, dtype=object),
-            "detailed": (np.not_equal(details[0][row], None) | np.not_equal(details[1][row], None))
-            if details else np.zeros(len(row), dtype=bool)}
+            **{name: details[i][row] if details else np.full(len(row), None, dtype=object)
+               for i, name in enumerate(("args", "value", "caller"))},
+            "detailed": np.not_equal(details[0][row], None) | np.not_equal(details[1][row], None)
+            | np.not_equal(details[2][row], None) if details else np.zeros(len(row), dtype=bool)}
 
 
 def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
@@ -145,7 +152,8 @@ def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict
                block["close"][part].tolist(), block["leaf"][part].tolist())
     if block["detailed"][part].any():
         return _format_detailed(columns, block["args"][part].tolist(),
-                                block["value"][part].tolist(), tails, labels, names, tids)
+                                block["value"][part].tolist(), block["caller"][part].tolist(),
+                                labels, names, tids)
     lines = []
     for fid, dur, flag, thread, depth, is_close, is_leaf in zip(*columns):
         # Everything after the duration repeats: made once per combination.
@@ -173,34 +181,35 @@ def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict
     return lines
 
 
-def _format_detailed(columns: tuple, args_of: list, values_of: list, tails: dict,
+def _format_detailed(columns: tuple, args_of: list, values_of: list, callers_of: list,
                      labels: dict[int, str], names: dict[int, str],
                      tids: dict[int, int]) -> list[str]:
-    """Lines some of which carry arguments or a return value (the detail lane)."""
+    """Lines some of which carry arguments, a return value or a caller (the detail lane)."""
     lines = []
-    for (fid, dur, flag, thread, depth, is_close, is_leaf), args, value in zip(
-            zip(*columns), args_of, values_of):
+    for (fid, dur, flag, thread, depth, is_close, is_leaf), args, value, caller in zip(
+            zip(*columns), args_of, values_of, callers_of):
         if fid not in labels:
             labels[fid] = label(names, fid)
         rest = _rest(labels[fid], flag, tids.get(thread, thread), depth, is_close, is_leaf,
-                     args, value)
+                     args, value, caller)
         lines.append(f"{format_duration(dur) if is_close or is_leaf else '':>10}{rest}")
     return lines
 
 
 def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: bool,
-          args: str | None = None, value: str | None = None) -> str:
-    """A line after its DURATION column; `args` and `value` from the detail lane, as uftrace
-    shows arguments and return values."""
+          args: str | None = None, value: str | None = None, caller: str | None = None) -> str:
+    """A line after its DURATION column; `args`, `value` and `caller` from the detail lane,
+    as uftrace shows arguments and return values."""
     pad = INDENT * depth
     returned = f" = {value}" if value is not None else ""
     if is_close:
         return f" [{tid:>6}] | {pad}}}{returned}; /* {name} */{_note(flag)}" if returned \
             else f" [{tid:>6}] | {pad}}} /* {name} */{_note(flag)}"
     call = f"{name}({args or ''})"
+    source = f"  /* from {caller} */" if caller else ""
     if is_leaf:
-        return f" [{tid:>6}] | {pad}{call}{returned};{_note(flag)}"
-    return f" [{tid:>6}] | {pad}{call} {{"
+        return f" [{tid:>6}] | {pad}{call}{returned};{_note(flag)}{source}"
+    return f" [{tid:>6}] | {pad}{call} {{{source}"
 
 
 def _note(flags: int) -> str:

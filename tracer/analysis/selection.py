@@ -31,6 +31,7 @@ from ada.atf.session import SessionReader
 from ..errors import TracerError
 from . import calls as C
 from .calls import Calls
+from .debuginfo import demangle
 
 T = TypeVar("T")
 
@@ -52,6 +53,11 @@ def process_of(session: SessionReader) -> tuple[int, str]:
         name = session.path.name
         pid = int(name[4:]) if name.startswith("pid_") and name[4:].isdigit() else 0
     return pid, str(process.get("name") or f"pid {pid}")
+
+
+def function_names(session: SessionReader) -> dict[int, str]:
+    """function_id -> the name people read: the manifest's symbol, C++ names demangled."""
+    return {fid: demangle(name) for fid, name in session.symbol_names().items()}
 
 
 def label(names: dict[int, str], fid: int) -> str:
@@ -132,7 +138,7 @@ class CallFilter:
                 raise TracerError(f"no thread with tid {', '.join(map(str, self.tids))} in "
                                   f"{session.path}")
         if self.within:
-            known = list(session.symbol_names().values())
+            known = list(function_names(session).values())
             if known and not any(fnmatchcase(n, p) for n in known for p in self.within):
                 raise TracerError(f"-F {' '.join(self.within)}: no function of the session "
                                   "matches")
@@ -159,7 +165,7 @@ class CallFilter:
             ) -> list[tuple[ThreadReader, list[T]]]:
         """`work` on every selected chunk's calls, on every core at once (numpy lets go of the
         GIL for the heavy part): each selected thread with its chunks' results, in order."""
-        names = session.symbol_names()
+        names = function_names(session)
         threads = self.threads(session)
         jobs = [(t, a, b) for t in threads for a, b in C.chunk_bounds(t)]
         out: dict[int, tuple[ThreadReader, list[T]]] = {t.id: (t, []) for t in threads}
@@ -174,7 +180,7 @@ class CallFilter:
              ) -> Iterator[tuple[ThreadReader, int, T]]:
         """(thread, events in the chunk, `work` on the chunk's calls), thread after thread,
         chunk after chunk, the next chunks worked on by other cores meanwhile."""
-        names = session.symbol_names()
+        names = function_names(session)
         jobs = [(t, a, b) for t in self.threads(session) for a, b in C.chunk_bounds(t)]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             results = ahead([partial(lambda t, a, b: work(t, self.chunk(t, a, b, names)),
@@ -184,7 +190,7 @@ class CallFilter:
 
     def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
         """Each selected thread with its calls, chunk after chunk."""
-        names = session.symbol_names()
+        names = function_names(session)
         for t in self.threads(session):
             for a, b in C.chunk_bounds(t):
                 yield t, self.chunk(t, a, b, names)

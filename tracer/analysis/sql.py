@@ -18,6 +18,7 @@ from ada.atf import format as F
 from ada.atf.session import SessionReader
 
 from . import calls as C
+from .debuginfo import demangle
 from .selection import CallFilter, module_names
 
 # view -> (what it holds, its columns); the columns are checked against the views by a test.
@@ -29,8 +30,8 @@ VIEWS: dict[str, tuple[str, list[str]]] = {
               ["call", "thread", "tid", "function_id", "name", "start_ns", "end_ns",
                "duration_ns", "self_ns", "depth", "parent", "call_seq", "return_seq",
                "open", "no_call", "left"]),
-    "functions": ("every hooked function of the manifest",
-                  ["function_id", "name", "module", "address"]),
+    "functions": ("every hooked function of the manifest (name demangled; symbol as linked)",
+                  ["function_id", "name", "symbol", "module", "address"]),
     "threads": ("every thread", ["thread", "tid", "events", "first_ns", "last_ns"]),
 }
 
@@ -104,7 +105,8 @@ def _functions(con: duckdb.DuckDBPyConnection, session: SessionReader) -> None:
     ids = sorted(rows)
     con.register("_functions", {
         "function_id": np.array(ids, dtype=np.uint64),
-        "name": np.array([rows[f][0] for f in ids], dtype=object),
+        "name": np.array([demangle(rows[f][0]) for f in ids], dtype=object),
+        "symbol": np.array([rows[f][0] for f in ids], dtype=object),
         "module": np.array([rows[f][1] for f in ids], dtype=object),
         "address": np.array([rows[f][2] for f in ids], dtype=object)})
     con.execute("CREATE VIEW functions AS SELECT * FROM _functions")

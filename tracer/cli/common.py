@@ -63,6 +63,28 @@ def add_call_filters(p: argparse.ArgumentParser, *, within: bool = True,
                        help="hide calls shorter than DUR (e.g. 10us, 2ms)")
 
 
+def add_symbols_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--symbols", action="append", default=[], metavar="DIR", type=Path,
+                   help="where copies of the traced binaries (or their split debug files) "
+                   "are, when the trace came from another machine (repeatable); arguments "
+                   "and callers are named from their debug information")
+
+
+def decoder_for(session: Any, args: argparse.Namespace) -> Any:
+    """The session's Decoder (tracer/analysis/arguments.py) with the --symbols directories."""
+    from ..analysis.arguments import Decoder
+    for d in args.symbols:
+        if not d.is_dir():
+            raise CliError(f"--symbols {d}: not a directory")
+    return Decoder(session, symbols=list(args.symbols))
+
+
+def finish_decoder(decoder: Any) -> None:
+    """Keep what was read from debug information for next time; say what could not be."""
+    decoder.save()
+    decoder.say_notes()
+
+
 def duration(text: str) -> int:
     """An argparse type for durations: 10us, 2.5ms, 1s, 300 (ns)."""
     try:

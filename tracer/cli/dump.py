@@ -1,8 +1,9 @@
 """`ada dump SESSION`: events of all threads in timestamp order, as text.
 
 One line per event: timestamp, thread, kind, and the function name indented by
-call depth. With --detail, the registers, return value and stack window of
-events whose detail was persisted follow their line.
+call depth. With --detail, the registers, the arguments or return value (by name
+and type from debug information), the caller and the stack window of events
+whose detail was persisted follow their line.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from ada.atf import format as F
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
 
-from .common import non_negative_int
+from ..analysis.arguments import Decoder
+from ..analysis import selection as S
+from .common import add_symbols_option, decoder_for, finish_decoder, non_negative_int
 
 INDENT = "  "
 
@@ -35,7 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to-ns", type=non_negative_int, metavar="T",
                    help="last timestamp to show (inclusive)")
     p.add_argument("--detail", action="store_true",
-                   help="show registers, return value and stack of events with detail")
+                   help="show registers, arguments, return value, caller and stack of events "
+                   "with detail")
+    add_symbols_option(p)
     p.set_defaults(run=run)
 
 
@@ -46,16 +51,20 @@ def run(args: argparse.Namespace) -> int:
         for t in args.thread[1:]:
             session.thread(t)
     end = None if args.to_ns is None else args.to_ns + 1
+    decoder = decoder_for(session, args) if args.detail else None
     dump(session, sys.stdout, start_ns=args.from_ns, end_ns=end, threads=args.thread,
-         limit=args.limit, detail=args.detail)
+         limit=args.limit, decoder=decoder)
+    if decoder is not None:
+        finish_decoder(decoder)
     return 0
 
 
 def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
          end_ns: int | None = None, threads: list[int] | None = None,
-         limit: int | None = None, detail: bool = False) -> int:
-    """Write events in merged order; returns how many were written."""
-    names = session.symbol_names()
+         limit: int | None = None, decoder: Decoder | None = None) -> int:
+    """Write events in merged order, with the detail lane's records when a `decoder` is
+    given; returns how many were written."""
+    names = S.function_names(session)
     kinds = {k: v for k, v in F.EVENT_KIND_NAMES.items()}
     tails: dict[tuple[int, int, int, int, int], str] = {}
     written = 0
@@ -83,10 +92,11 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
                 if len(tails) > 1 << 20:
                     tails.clear()
             lines.append(f"{ts:>20}{rest}")
-            if detail and dseq != F.NO_DETAIL_SEQ and session.threads[p].detail is not None:
+            if decoder and dseq != F.NO_DETAIL_SEQ and session.threads[p].detail is not None:
                 event = session.threads[p].detail.get(dseq)
                 if event is not None and event.is_function:
-                    lines.extend(format_detail(event, INDENT * min(depth, 64) + " " * 46))
+                    lines.extend(format_detail(event, INDENT * min(depth, 64) + " " * 46,
+                                               decoder, fid))
         out.write("\n".join(lines) + "\n" if lines else "")
         written += len(pos)
         if limit is not None and written >= limit:
@@ -94,9 +104,18 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
     return written
 
 
-def format_detail(event: DetailEvent, pad: str) -> list[str]:
+def format_detail(event: DetailEvent, pad: str, decoder: Decoder, fid: int) -> list[str]:
     regs = event.registers
     lines = [pad + "  ".join(f"{k}=0x{v:x}" for k, v in regs.items())]
+    if event.event_type == F.DETAIL_FUNCTION_CALL:
+        lines.append(pad + f"args: {decoder.call_text(fid, event)}")
+        caller = decoder.caller(event.lr)
+        if caller:
+            lines.append(pad + f"called from {caller}")
+    else:
+        value = decoder.return_text(fid, event)
+        if value is not None:
+            lines.append(pad + f"returns {value}")
     extra = f"lr=0x{event.lr:x}  fp=0x{event.fp:x}  sp=0x{event.sp:x}"
     if event.return_value is not None:
         extra = f"return=0x{event.return_value:x}  " + extra

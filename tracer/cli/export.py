@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ada.atf.session import SessionReader
 
-from .common import (CliError, Progress, add_call_filters, call_filter, keep_freed_memory,
-                     serve_to_viewer)
+from .common import (CliError, Progress, add_call_filters, add_symbols_option, call_filter,
+                     decoder_for, finish_decoder, keep_freed_memory, serve_to_viewer)
 
 # format (a module of tracer/analysis/exports, imported when used) -> (file suffix, text or
 # binary or a directory, what its count counts, the viewer --open uses)
@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="open it in the viewer: ui.perfetto.dev (perfetto, chrome) or "
                    "speedscope.app (speedscope), served once from 127.0.0.1")
     add_call_filters(p, shape=True)
+    add_symbols_option(p)
     p.set_defaults(run=run)
 
 
@@ -71,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{out}: is a directory")
         try:
             with open(out, "w" + mode, **({"encoding": "utf-8"} if mode == "t" else {})) as f:
-                count = writer(session, selection, f, progress)
+                if args.format == "perfetto":  # the one format that shows arguments
+                    decoder = decoder_for(session, args)
+                    count = writer(session, selection, f, progress, decoder)
+                    finish_decoder(decoder)
+                else:
+                    count = writer(session, selection, f, progress)
         except OSError as e:
             raise CliError(f"{out}: {e.strerror}") from None
     progress.done()

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = session.symbol_names()
+    names = S.function_names(session)
     label = lambda fid: S.label(names, fid)  # noqa: E731
     pattern = args.function
 

@@ -17,7 +17,8 @@ from ada.atf.session import SessionReader
 from ..analysis import calls as C
 from ..analysis import replay as P
 from ..analysis import selection as S
-from .common import add_call_filters, call_filter, keep_freed_memory
+from .common import (add_call_filters, add_symbols_option, call_filter, decoder_for,
+                     finish_decoder, keep_freed_memory)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,25 +27,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Every call in time order, indented by depth: a call without children on "
         "one line with its duration, any other opening with `{` and closing with its "
         "duration. Threads are merged by time; TID says whose a line is. Where the detail "
-        "lane has the records (--detail, flight recorder windows), the first argument "
-        "registers and the return value are shown.",
+        "lane has the records (--detail, flight recorder windows), the arguments and the "
+        "return value are shown, by name and type from the binaries' debug information "
+        "(raw registers without it).",
         epilog="example:\n  ada replay ada_traces/session_*/pid_1234 -F 'handle_*' -t 10us",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     add_call_filters(p, shape=True)
+    p.add_argument("--callers", action="store_true",
+                   help="where each call with detail was made from: function+offset and "
+                   "file:line, from debug information")
+    add_symbols_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = session.symbol_names()
+    names = S.function_names(session)
 
     selection = call_filter(args)
+    decoder = decoder_for(session, args)
 
     def lines(thread: ThreadReader, a: int, b: int) -> dict[str, np.ndarray]:
         calls = selection.chunk(thread, a, b, names)
-        return P.lines_of(calls, P.detail_texts(calls, thread) if thread.detail else None)
+        return P.lines_of(calls, P.detail_texts(calls, thread, decoder, args.callers)
+                          if thread.detail else None)
 
     # Thread by thread, chunk by chunk, the lines merged by time as they come; the next chunks
     # of each thread are worked out by other cores while this one writes text.
@@ -54,4 +62,5 @@ def run(args: argparse.Namespace) -> int:
                                  for t in selection.threads(session)])
         tids = {t.id: t.thread_id for t in session.threads}
         P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
+    finish_decoder(decoder)
     return 0

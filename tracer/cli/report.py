@@ -46,14 +46,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = session.symbol_names()
+    names = S.function_names(session)
     modules = S.module_names(session)
     per_thread = stats_by_thread(session, call_filter(args))
     if args.diff:
         other = SessionReader(args.diff)
         other_stats = R.merge_stats([st for _, st in stats_by_thread(other, call_filter(args))])
         return print_diff(R.merge_stats([st for _, st in per_thread]), names, other_stats,
-                          other.symbol_names(), args)
+                          S.function_names(other), args)
     if args.threads:
         tables = [(t, st) for t, st in per_thread if len(st)]
     else:

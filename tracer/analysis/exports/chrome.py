@@ -15,13 +15,13 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from ..selection import CallFilter, label, process_of
+from ..selection import CallFilter, function_names, label, process_of
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
           progress: Callable[[int], None] = lambda n: None) -> int:
     """The selected calls as Chrome JSON; returns how many events were written."""
-    names = session.symbol_names()
+    names = function_names(session)
     pid, process_name = process_of(session)
     quoted: dict[int, str] = {}  # function_id -> its name as a JSON string
     out.write('{"displayTimeUnit": "ns", "traceEvents": [\n')

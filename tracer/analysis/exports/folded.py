@@ -14,13 +14,13 @@ from typing import Callable, TextIO
 from ada.atf.session import SessionReader
 
 from ..graph import call_paths, merge_paths
-from ..selection import CallFilter, label
+from ..selection import CallFilter, function_names, label
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
           progress: Callable[[int], None] = lambda n: None) -> int:
     """Returns how many stacks were written."""
-    names = session.symbol_names()
+    names = function_names(session)
     parts = []
     for _, events, paths in selection.each(session, lambda t, calls: call_paths(calls)):
         parts.append(paths)

@@ -21,9 +21,10 @@ from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from .. import calls as C
+from ..arguments import Decoder
 from ..replay import detail_texts
 from ..report import dense_ids
-from ..selection import CallFilter, label, process_of
+from ..selection import CallFilter, function_names, label, process_of
 from ..timeline import edges
 from . import protobuf as pb
 
@@ -50,10 +51,13 @@ def annotation(name: str, text: str) -> bytes:
 
 
 def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
-          progress: Callable[[int], None] = lambda n: None) -> int:
-    """The selected calls as a Perfetto trace; returns how many slices were written."""
+          progress: Callable[[int], None] = lambda n: None,
+          decoder: Decoder | None = None) -> int:
+    """The selected calls as a Perfetto trace; returns how many slices were written.
+    `decoder` names the arguments (debug information; arguments.py)."""
+    decoder = decoder or Decoder(session)
     manifest = session.manifest or {}
-    names = session.symbol_names()
+    names = function_names(session)
     pid, process_name = process_of(session)
     out.write(packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, PROCESS_UUID), pb.message(
         3, pb.uint(1, pid), pb.string(6, process_name)))))
@@ -67,7 +71,7 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
     for thread, events, (fids, packets, n) in selection.each(
-            session, lambda t, calls: _chunk_packets(calls, t, known)):
+            session, lambda t, calls: _chunk_packets(calls, t, known, decoder)):
         if thread is not current:
             current, interned = thread, set()
             out.write(_thread_start(thread, pid))
@@ -104,7 +108,7 @@ def _thread_start(thread: ThreadReader, pid: int) -> bytes:
                pb.message(DEFAULTS, pb.uint(58, CLOCK_BOOTTIME), pb.message(11, pb.uint(11, uuid))))
 
 
-def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray
+def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray, decoder: Decoder
                    ) -> tuple[list[int], np.ndarray, int]:
     """(the chunk's distinct function_ids, its begin and end packets, how many calls)."""
     row, is_end = edges(calls)
@@ -115,7 +119,7 @@ def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray
     ts = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
     blobs: dict[int, bytes] = {}
     if thread.detail is not None:
-        args, value = detail_texts(calls, thread)
+        args, value, _ = detail_texts(calls, thread, decoder)
         first = np.zeros(len(calls), dtype=np.int64)
         last = np.zeros(len(calls), dtype=np.int64)
         first[row[~is_end]] = np.flatnonzero(~is_end)

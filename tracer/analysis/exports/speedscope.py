@@ -12,7 +12,7 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from ..selection import CallFilter, label, process_of
+from ..selection import CallFilter, function_names, label, process_of
 from ..timeline import edges
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
@@ -22,7 +22,7 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
           progress: Callable[[int], None] = lambda n: None) -> int:
     """Returns how many calls were written. The frames go last (they are known once every
     chunk is read), which speedscope's JSON reader does not mind."""
-    names = session.symbol_names()
+    names = function_names(session)
     pid, process_name = process_of(session)
     frame_of: dict[int, int] = {}  # function_id -> frame index
     out.write(f'{{"$schema": "{SCHEMA}", "exporter": "ada", '

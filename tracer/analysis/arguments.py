@@ -1,0 +1,280 @@
+"""Arguments, return values and callers by name: the detail lane's registers and stack window
+decoded by each traced function's debug information (debuginfo.py) and the calling convention.
+
+- x86_64 System V: integer arguments in rdi, rsi, rdx, rcx, r8, r9, then on the stack from
+  sp+8 at entry (sp holds the return address); a struct returned in memory takes rdi first;
+  results in rax (and rdx for the second eightbyte).
+- arm64 AAPCS64: x0-x7, then the stack from sp (in 8-byte slots; Apple's variant packs them by
+  their natural alignment); an indirect result goes in x8, not in the arguments; results in x0
+  (and x1). A struct of more than 16 bytes is passed by reference (a pointer in the register).
+
+Floating-point arguments and results are in vector registers, which the detail lane does not
+record: they show as `?` (and take no integer register). Without debug information for a
+function, the raw argument registers are shown, as before.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ada.atf import format as F
+from ada.atf.reader import DetailEvent
+from ada.atf.session import SessionReader
+
+from .debuginfo import Function, ModuleDebug, Type
+
+RAW_ARGS = 3  # argument registers shown without debug information
+GPRS = {F.ARCH_X86_64: 6, F.ARCH_ARM64: 8}
+RESULT_SLOTS = {F.ARCH_X86_64: (6, 2), F.ARCH_ARM64: (0, 1)}  # rax, rdx / x0, x1
+STACK_ARGS_AT = {F.ARCH_X86_64: 8, F.ARCH_ARM64: 0}  # past the return address on x86_64
+
+
+def format_value(value: int, t: Type) -> str:
+    """An integer register (or stack slot) shown as its type says."""
+    bits = 8 * max(1, min(t.size, 8))
+    value &= (1 << bits) - 1
+    if t.kind == "bool":
+        return "true" if value & 0xFF else "false"
+    if t.kind == "char":
+        c = value & 0xFF
+        return repr(chr(c)) if 0x20 <= c < 0x7F else f"'\\x{c:02x}'"
+    if t.kind in ("int", "enum") and t.signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    if t.kind == "enum":
+        for v, name in t.enumerators:
+            if v == value:
+                return name
+        return str(value)
+    if t.kind == "int":
+        return str(value)
+    if t.kind == "float":
+        return "?"
+    return f"0x{value:x}"
+
+
+@dataclass
+class Convention:
+    """Where one call's arguments are: the integer registers and the stack window."""
+
+    arch: int
+    apple: bool = False
+
+    def arguments(self, fn: Function, regs: tuple[int, ...], stack: bytes
+                  ) -> list[tuple[str, str]]:
+        gprs = list(regs[:GPRS.get(self.arch, 6)])
+        used = 1 if self._in_memory(fn.returns) and self.arch == F.ARCH_X86_64 else 0
+        offset = STACK_ARGS_AT.get(self.arch, 0)
+        out = []
+        for p in fn.params:
+            t = p.type
+            if p.constant is not None:
+                out.append((p.name, format_value(p.constant, t)))  # not passed: a clone's
+                continue
+            if t.kind == "float" or (t.kind == "struct" and t.has_float):
+                out.append((p.name, "?"))  # vector registers: not recorded
+                continue
+            words = 1
+            by_reference = False
+            if t.kind == "struct":
+                if t.size > 16:
+                    if self.arch == F.ARCH_ARM64:
+                        by_reference = True  # a pointer to a copy, in a register
+                    else:
+                        words = 0  # a copy on the stack
+                else:
+                    words = max(1, (t.size + 7) // 8)
+            elif t.kind == "int" and t.size == 16:
+                words = 2
+            if words and used + words <= len(gprs):
+                values = gprs[used:used + words]
+                used += words
+            else:
+                if words and self.arch == F.ARCH_ARM64:
+                    used = len(gprs)  # AAPCS64: once one is on the stack, the rest follow
+                size = t.size if words == 0 else 8 * words
+                align = min(max(t.size, 1), 8) if self.apple else 8
+                offset = (offset + align - 1) // align * align
+                chunk = stack[offset:offset + size]
+                offset += max(size, align) if self.apple else (size + 7) // 8 * 8
+                if len(chunk) < size or words == 0:
+                    out.append((p.name, "{...}" if t.kind == "struct" else "?"))
+                    continue
+                values = [int.from_bytes(chunk[i:i + 8].ljust(8, b"\0"), "little")
+                          for i in range(0, size, 8)]
+            out.append((p.name, self._show(t, values, by_reference)))
+        return out
+
+    def result(self, fn: Function, regs: tuple[int, ...]) -> str | None:
+        t = fn.returns
+        if t.kind == "void":
+            return None
+        first, second = RESULT_SLOTS.get(self.arch, (0, 1))
+        if t.kind == "float" or (t.kind == "struct" and t.has_float):
+            return "?"
+        if t.kind == "struct":
+            if self._in_memory(t):
+                return f"{{...}} @0x{regs[first]:x}"  # the callee returns the address
+            words = [regs[first], regs[second]][:max(1, (t.size + 7) // 8)]
+            return self._show(t, words, False)
+        if t.kind == "int" and t.size == 16:
+            return self._show(t, [regs[first], regs[second]], False)
+        return format_value(regs[first], t)
+
+    def _in_memory(self, t: Type) -> bool:
+        return t.kind == "struct" and t.size > 16
+
+    @staticmethod
+    def _show(t: Type, values: list[int], by_reference: bool) -> str:
+        if t.kind == "struct":
+            if by_reference:
+                return f"{{...}} @0x{values[0]:x}"
+            return "{" + ", ".join(f"0x{v:x}" for v in values) + "}"
+        if len(values) == 2:  # a 128-bit integer
+            value = values[0] | values[1] << 64
+            if t.signed and value >= 1 << 127:
+                value -= 1 << 128
+            return str(value)
+        return format_value(values[0], t)
+
+
+@dataclass
+class Decoder:
+    """A session's functions with their debug information (read when first needed), and its
+    modules, for callers."""
+
+    session: SessionReader
+    symbols: list[Path] = field(default_factory=list)  # --symbols directories
+    notes: list[str] = field(default_factory=list)
+    _functions: dict[int, Function | None] = field(default_factory=dict)
+    _modules: dict[int, tuple[ModuleDebug | None, int, int]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)  # workers share it
+
+    def __post_init__(self) -> None:
+        manifest = self.session.manifest or {}
+        process = manifest.get("process") or {}
+        self.arch = {"x86_64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}.get(
+            str(process.get("arch")), F.ARCH_X86_64)
+        apple = str(process.get("os")) in ("macos", "ios", "darwin")
+        self.convention = Convention(self.arch, apple)
+        self._module_rows = {m["module_id"]: m for m in manifest.get("modules") or []
+                             if isinstance(m, dict) and isinstance(m.get("module_id"), int)}
+        self._addresses: dict[int, tuple[int, int]] = {}  # function_id -> (module, address)
+        for s in manifest.get("symbols") or []:
+            try:
+                fid = int(s["function_id"], 16)
+                self._addresses[fid] = (int(s.get("module_id", fid >> 32)),
+                                        int(s["address"], 16))
+            except (KeyError, TypeError, ValueError):
+                continue
+
+    def function(self, function_id: int) -> Function | None:
+        """The traced function's debug information, or None (no file, no DWARF for it)."""
+        with self._lock:
+            return self._function(function_id)
+
+    def _function(self, function_id: int) -> Function | None:
+        if function_id not in self._functions:
+            fn = None
+            if function_id in self._addresses:
+                module_id, address = self._addresses[function_id]
+                debug, base, _ = self._module(module_id)
+                if debug is not None and debug.has_dwarf:
+                    fn = debug.function(address - base + debug.load_base)
+            self._functions[function_id] = fn
+        return self._functions[function_id]
+
+    def _module(self, module_id: int) -> tuple[ModuleDebug | None, int, int]:
+        if module_id in self._modules:
+            return self._modules[module_id]
+        row = self._module_rows.get(module_id) or {}
+        base, size = _int(row.get("base")), int(row.get("size") or 0)
+        debug = None
+        path = self._find(row)
+        if path is None:
+            if row:
+                self.notes.append(f"{row.get('name')}: its file is not here "
+                                  f"({row.get('path')}); --symbols DIR points at a copy")
+        else:
+            try:
+                debug = ModuleDebug(path)
+            except Exception as e:  # noqa: BLE001 (not an ELF file, unreadable...)
+                self.notes.append(f"{path}: cannot read its debug information ({e})")
+            else:
+                if not debug.has_dwarf:
+                    self.notes.append(f"{row.get('name')}: no debug information "
+                                      f"(raw registers shown; build with -g)")
+        self._modules[module_id] = (debug, base, size)
+        return self._modules[module_id]
+
+    def _find(self, row: dict[str, Any]) -> Path | None:
+        names = [Path(p) for p in (row.get("file"), row.get("path")) if p]
+        for d in self.symbols:
+            for n in names:
+                if (d / n.name).is_file():
+                    return d / n.name
+        for n in names:
+            if n.is_file():
+                return n
+        return None
+
+    # --- what the reading commands show ----------------------------------------------
+
+    def call_text(self, function_id: int, event: DetailEvent) -> str:
+        """`a=3, b=6`, or the raw registers (`0x3, 0x6, 0x0`) without debug info."""
+        fn = self.function(function_id)
+        if fn is None:
+            return ", ".join(f"0x{r:x}" for r in event.regs[:RAW_ARGS])
+        shown = self.convention.arguments(fn, event.regs, event.stack)
+        return ", ".join(f"{name}={value}" for name, value in shown) + \
+            (", ..." if fn.variadic else "")
+
+    def return_text(self, function_id: int, event: DetailEvent) -> str | None:
+        fn = self.function(function_id)
+        if fn is None:
+            value = event.return_value
+            return None if value is None else f"0x{value:x}"
+        return self.convention.result(fn, event.regs)
+
+    def caller(self, address: int) -> str | None:
+        """`main+0x1c (demo.c:42)` for a return address, from the module holding it."""
+        with self._lock:
+            return self._caller(address)
+
+    def _caller(self, address: int) -> str | None:
+        for module_id, row in self._module_rows.items():
+            base, size = _int(row.get("base")), int(row.get("size") or 0)
+            if base <= address < base + size:
+                debug = self._module(module_id)[0]
+                if debug is None:
+                    return None
+                file_address = address - base + debug.load_base
+                where, line = debug.where(file_address)
+                place = debug.line(file_address - 1) if debug.has_dwarf else None
+                text = where or f"{row.get('name')}+0x{address - base:x}"
+                if place:
+                    text += f" ({Path(place[0]).name}:{place[1]})"
+                return text
+        return None
+
+    def save(self) -> None:
+        for debug, _, _ in self._modules.values():
+            if debug is not None:
+                debug.save()
+
+    def say_notes(self) -> None:
+        """What could not be decoded, once each, on stderr."""
+        for note in dict.fromkeys(self.notes):
+            print(f"ada: note: {note}", file=sys.stderr)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return 0
+    return int(value or 0)
