@@ -95,11 +95,13 @@ class Convention:
             else:
                 if words and self.arch == F.ARCH_ARM64:
                     used = len(gprs)  # AAPCS64: once one is on the stack, the rest follow
-                size = t.size if words == 0 else 8 * words
-                align = min(max(t.size, 1), 8) if self.apple else 8
+                if self.apple and words == 1 and t.kind != "struct":
+                    size = align = max(1, min(t.size, 8))  # packed by natural alignment
+                else:
+                    size, align = (t.size if words == 0 else 8 * words), 8
                 offset = (offset + align - 1) // align * align
                 chunk = stack[offset:offset + size]
-                offset += max(size, align) if self.apple else (size + 7) // 8 * 8
+                offset += (size + align - 1) // align * align
                 if len(chunk) < size or words == 0:
                     out.append((p.name, "{...}" if t.kind == "struct" else "?"))
                     continue
@@ -223,14 +225,24 @@ class Decoder:
 
     # --- what the reading commands show ----------------------------------------------
 
-    def call_text(self, function_id: int, event: DetailEvent) -> str:
-        """`a=3, b=6`, or the raw registers (`0x3, 0x6, 0x0`) without debug info."""
+    def call_values(self, function_id: int, event: DetailEvent
+                    ) -> tuple[list[tuple[str, str]], bool]:
+        """(each argument's name and value, whether they are named): without debug info,
+        the first raw registers, as `arg1`..."""
         fn = self.function(function_id)
         if fn is None:
-            return ", ".join(f"0x{r:x}" for r in event.regs[:RAW_ARGS])
-        shown = self.convention.arguments(fn, event.regs, event.stack)
-        return ", ".join(f"{name}={value}" for name, value in shown) + \
-            (", ..." if fn.variadic else "")
+            return [(f"arg{i + 1}", f"0x{r:x}") for i, r in enumerate(event.regs[:RAW_ARGS])], \
+                False
+        return self.convention.arguments(fn, event.regs, event.stack), True
+
+    def call_text(self, function_id: int, event: DetailEvent) -> str:
+        """`a=3, b=6`, or the raw registers (`0x3, 0x6, 0x0`) without debug info."""
+        values, named = self.call_values(function_id, event)
+        if not named:
+            return ", ".join(value for _, value in values)
+        fn = self.function(function_id)
+        return ", ".join(f"{name}={value}" for name, value in values) + \
+            (", ..." if fn is not None and fn.variadic else "")
 
     def return_text(self, function_id: int, event: DetailEvent) -> str | None:
         fn = self.function(function_id)

@@ -417,6 +417,22 @@ def _cache_dir() -> Path:
 
 # --- C++ names ------------------------------------------------------------------------
 
+def without_parameters(name: str) -> str:
+    """A demangled name without its parameter list (`ns::C::add(long, bool) const` ->
+    `ns::C::add`), as uftrace shows C++ calls whose arguments follow."""
+    depth, start = 0, name.find("operator()")
+    start = start + len("operator()") if start >= 0 else 0
+    for i in range(start, len(name)):
+        c = name[i]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
 _demangled: dict[str, str] = {}
 _cxa: Any = None
 

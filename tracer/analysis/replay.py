@@ -22,6 +22,7 @@ from ada.atf.reader import ThreadReader
 from . import calls as C
 from .arguments import Decoder
 from .calls import Calls
+from .debuginfo import without_parameters
 from .report import format_duration
 from .selection import label
 
@@ -201,6 +202,7 @@ def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: b
     """A line after its DURATION column; `args`, `value` and `caller` from the detail lane,
     as uftrace shows arguments and return values."""
     pad = INDENT * depth
+    name = without_parameters(name)  # C++: the arguments follow, as uftrace shows them
     returned = f" = {value}" if value is not None else ""
     if is_close:
         return f" [{tid:>6}] | {pad}}}{returned}; /* {name} */{_note(flag)}" if returned \

@@ -18,8 +18,9 @@ from ada.atf import format as F
 from ada.atf.session import SessionReader
 
 from . import calls as C
+from .arguments import Decoder
 from .debuginfo import demangle
-from .selection import CallFilter, module_names
+from .selection import CallFilter, function_names, label, module_names
 
 # view -> (what it holds, its columns); the columns are checked against the views by a test.
 VIEWS: dict[str, tuple[str, list[str]]] = {
@@ -33,19 +34,25 @@ VIEWS: dict[str, tuple[str, list[str]]] = {
     "functions": ("every hooked function of the manifest (name demangled; symbol as linked)",
                   ["function_id", "name", "symbol", "module", "address"]),
     "threads": ("every thread", ["thread", "tid", "events", "first_ns", "last_ns"]),
+    "args": ("the arguments (position 1...) and return values (arg 'return') the detail lane "
+             "recorded, named and decoded by debug information (raw registers without it)",
+             ["thread", "tid", "seq", "timestamp_ns", "function_id", "name", "position", "arg",
+              "value"]),
 }
 
 
-def names_calls(sql: str) -> bool:
-    """Whether a query reads the calls view (a word `calls` outside quotes, roughly)."""
-    return re.search(r"\bcalls\b", re.sub(r"'[^']*'", "", sql), re.IGNORECASE) is not None
+def names_view(sql: str, view: str) -> bool:
+    """Whether a query reads a view (its name as a word outside quotes, roughly)."""
+    return re.search(rf"\b{view}\b", re.sub(r"'[^']*'", "", sql), re.IGNORECASE) is not None
 
 
 def connect(session: SessionReader, selection: CallFilter | None = None,
-            with_calls: bool = True, events_window: bool = False) -> duckdb.DuckDBPyConnection:
+            with_calls: bool = True, events_window: bool = False,
+            decoder: Decoder | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the views of VIEWS. `selection` picks the threads (and the
     calls, with every filter of CallFilter); `events_window` also keeps only the events in
-    its time window. Without `with_calls` the calls view is there, empty."""
+    its time window. Without `with_calls` the calls view is there, empty; without a
+    `decoder`, so is the args view."""
     selection = selection or CallFilter()
     threads = selection.threads(session)
     con = duckdb.connect()
@@ -86,7 +93,41 @@ def connect(session: SessionReader, selection: CallFilter | None = None,
         NULLIF(e.detail_seq, {F.NO_DETAIL_SEQ}) AS detail_seq
         FROM ({union}) e LEFT JOIN functions f ON f.function_id = e.function_id""")
     _calls(con, session, selection if with_calls else None)
+    _args(con, session, threads, decoder)
     return con
+
+
+def _args(con: duckdb.DuckDBPyConnection, session: SessionReader, threads: list,
+          decoder: Decoder | None) -> None:
+    """Every function record of the detail lanes, decoded: a row per argument and per
+    return value (the detail lane is sparse: decoded one record at a time)."""
+    rows: dict[str, list] = {name: [] for name in VIEWS["args"][1]}
+    names = function_names(session)
+    for t in threads if decoder is not None else []:
+        if t.detail is None:
+            continue
+        for event in t.detail:
+            if not event.is_function:
+                continue
+            fid = event.function_id
+            if event.event_type == F.DETAIL_FUNCTION_CALL:
+                values = list(enumerate(decoder.call_values(fid, event)[0], start=1))
+            else:
+                value = decoder.return_text(fid, event)
+                values = [] if value is None else [(None, ("return", value))]
+            for position, (arg, text) in values:
+                for key, v in (("thread", t.id), ("tid", t.thread_id),
+                               ("seq", event.index_seq), ("timestamp_ns", event.timestamp_ns),
+                               ("function_id", fid), ("name", label(names, fid)),
+                               ("position", position), ("arg", arg), ("value", text)):
+                    rows[key].append(v)
+    types = {"thread": np.uint32, "tid": np.uint64, "seq": np.uint64,
+             "timestamp_ns": np.uint64, "function_id": np.uint64}
+    con.register("_args", {k: np.array(v, dtype=types.get(k, object)) for k, v in rows.items()})
+    con.execute("CREATE VIEW args AS SELECT thread, tid, seq, timestamp_ns, function_id, "
+                "name::VARCHAR AS name, "
+                "position::INTEGER AS position, arg::VARCHAR AS arg, value::VARCHAR AS value "
+                "FROM _args")
 
 
 def _functions(con: duckdb.DuckDBPyConnection, session: SessionReader) -> None:

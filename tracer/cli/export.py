@@ -66,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     if mode == "d":
         if out.exists() and not out.is_dir():
             raise CliError(f"{out}: exists and is not a directory")
-        count = writer(session, selection, out, progress)
+        decoder = decoder_for(session, args)
+        count = writer(session, selection, out, progress, decoder)
+        finish_decoder(decoder)
     else:
         if out.is_dir():
             raise CliError(f"{out}: is a directory")

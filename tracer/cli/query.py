@@ -10,7 +10,8 @@ from typing import Any
 
 from ada.atf.session import SessionReader
 
-from .common import CliError, keep_freed_memory
+from .common import (CliError, add_symbols_option, decoder_for, finish_decoder,
+                     keep_freed_memory)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "query", help="SQL (DuckDB) over the session: events, calls, functions, threads",
         description="Runs SQL on views of the session: events (the index lane, read in place), "
         "calls (every call with its duration and self time; built when the query names it), "
-        "functions and threads. Without SQL: the views and their columns.",
+        "functions, threads and args (arguments and return values from the detail lane, "
+        "decoded by debug information). Without SQL: the views and their columns.",
         epilog="examples:\n"
         "  ada query SESSION \"SELECT name, count(*), sum(self_ns) FROM calls GROUP BY name "
         "ORDER BY 3 DESC LIMIT 10\"\n"
@@ -29,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="comma-separated, with a header")
     out.add_argument("--json", action="store_true", help="a JSON list of objects")
+    add_symbols_option(p)
     p.set_defaults(run=run)
 
 
@@ -38,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
 
     from ..analysis import sql as Q
     session = SessionReader(args.session)
-    con = Q.connect(session, with_calls=args.sql is not None and Q.names_calls(args.sql))
+    wants = {view: args.sql is not None and Q.names_view(args.sql, view)
+             for view in ("calls", "args")}
+    decoder = decoder_for(session, args) if wants["args"] else None
+    con = Q.connect(session, with_calls=wants["calls"], decoder=decoder)
+    if decoder is not None:
+        finish_decoder(decoder)
     if args.sql is None:
         for view, (what, _) in Q.VIEWS.items():
             columns = con.sql(f"DESCRIBE {view}").fetchall()

@@ -1,4 +1,4 @@
-"""Parquet (zstd): the events, calls, functions and threads views of sql.py, a file each, for
+"""Parquet (zstd): the events, calls, functions, threads and args views of sql.py, a file each, for
 DuckDB, Spark, Trino, pandas or polars. The events are the index lane as recorded (the threads
 and time window of the filters apply); the calls take every filter.
 """
@@ -10,16 +10,19 @@ from typing import Callable
 
 from ada.atf.session import SessionReader
 
+from ..arguments import Decoder
 from ..selection import CallFilter
 from ..sql import VIEWS, connect
 
 
 def write(session: SessionReader, selection: CallFilter, directory: Path,
-          progress: Callable[[int], None] = lambda n: None) -> int:
-    """events.parquet, calls.parquet, functions.parquet and threads.parquet in `directory`
-    (made if missing); returns how many calls were written."""
+          progress: Callable[[int], None] = lambda n: None,
+          decoder: Decoder | None = None) -> int:
+    """events.parquet, calls.parquet, functions.parquet, threads.parquet and args.parquet in
+    `directory` (made if missing); returns how many calls were written."""
     directory.mkdir(parents=True, exist_ok=True)
-    con = connect(session, selection, with_calls=True, events_window=True)
+    con = connect(session, selection, with_calls=True, events_window=True,
+                  decoder=decoder or Decoder(session))
     for view in VIEWS:
         target = str(directory / f"{view}.parquet").replace("'", "''")
         con.execute(f"COPY (SELECT * FROM {view}) TO '{target}' "
