@@ -203,6 +203,7 @@ class AdaAgent {
     this.handedOver = false; /* the rings went to ada as the process ends */
     this.stoppedByHost = false;
     this.exitStatus = null;
+    this.stringArgs = new Map();  /* functionId -> regs[] slots holding C strings */
   }
 
   init(config) {
@@ -414,6 +415,16 @@ class AdaAgent {
     return this.clockFn().toString();
   }
 
+  /*
+   * Which argument registers of a function hold C strings to capture with its detail
+   * (ada_capture_strings): the host reads them from debug information before hook().
+   * functionId -> bit mask of regs[] slots.
+   */
+  setStringArgs(masks) {
+    for (const [functionId, mask] of Object.entries(masks))
+      this.stringArgs.set(functionId, mask);
+  }
+
   /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_hooks.c: same hash),
    * published whole as a new table (threads may be reading the old one: it is kept). */
   _publishTable() {
@@ -422,16 +433,18 @@ class AdaAgent {
       slots *= 2;
     const mask = slots - 1;
     const TABLE_HEADER = 16;
-    const table = Memory.alloc(TABLE_HEADER + slots * 16);
+    const SLOT = this.layout['agent.sizeof_function_slot'];
+    const table = Memory.alloc(TABLE_HEADER + slots * SLOT);
     table.writeU64(mask);
     const base = table.add(TABLE_HEADER);
     for (const [address, functionId] of this.hookedAddresses) {
       const a = ptr(address);
       let i = a.shr(4).xor(a.shr(17)).and(mask).toUInt32();
-      while (!base.add(i * 16).readPointer().isNull())
+      while (!base.add(i * SLOT).readPointer().isNull())
         i = (i + 1) & mask;
-      base.add(i * 16).writePointer(a);
-      base.add(i * 16 + 8).writeU64(uint64(functionId));
+      base.add(i * SLOT).writePointer(a);
+      base.add(i * SLOT + 8).writeU64(uint64(functionId));
+      base.add(i * SLOT + 16).writeU64(this.stringArgs.get(functionId) || 0);
     }
     this.keepAlive.push(table);
     if (this.setFunctionsFn === undefined)
@@ -834,6 +847,7 @@ rpc.exports = {
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
   clockAnchor: () => agent.clockAnchor(),
+  setStringArgs: masks => agent.setStringArgs(masks),
   /* For the tests: compile-check the hot path for platforms this host is not. */
   hotPathDefines: (platform, arch, facts) => hotPathDefines(platform, arch, facts),
   cmoduleBuiltins: () => CModule.builtins,

@@ -88,6 +88,10 @@ extern int pthread_key_delete (gsize key);
 #define ADA_DETAIL_FIXED 124
 #define ADA_DETAIL_MAX_STACK 256
 #define ADA_FLAG_STACK_TRUNCATED 1
+#define ADA_FLAG_STRINGS 2
+#define ADA_MAX_STRING 64           /* bytes kept of one captured C string */
+#define ADA_STRING_TRUNCATED 0x80   /* in a string's slot byte: it went on */
+#define ADA_DETAIL_MAX_STRINGS (8 * (2 + ADA_MAX_STRING))
 #define ADA_TRIGGER_OFFSET 1024
 #define ADA_TRIGGER_SLOTS 64
 
@@ -197,6 +201,7 @@ typedef struct
 {
   guint64 address;
   guint64 function_id;
+  guint64 strings;            /* bit i: regs[i] is a C string to capture (detail lane) */
 } FunctionSlot;
 
 /* Hooked address -> function_id, open addressing. Modules that load later get a new table,
@@ -643,6 +648,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_EVENT (call_depth);
   ADA_EVENT (detail_seq);
   ADA_LAYOUT ("agent.sizeof_thread_state", sizeof (ThreadState));
+  ADA_LAYOUT ("agent.sizeof_function_slot", sizeof (FunctionSlot));
   ADA_LAYOUT ("agent.sizeof_state", sizeof (AdaState));
   ADA_LAYOUT ("agent.state_region", ADA_OFFSET (AdaState, region));
   ADA_LAYOUT ("agent.state_threads", ADA_OFFSET (AdaState, threads));
@@ -959,6 +965,44 @@ ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 
 }
 
 /*
+ * The C strings the host asked for (FunctionSlot.strings: the host read the function's
+ * debug information) copied after the stack window as (slot, length, bytes): at most
+ * ADA_MAX_STRING bytes each, read through the kernel (ada_safe_read), so a bad pointer is
+ * only left out. Returns the bytes written at `out`.
+ */
+static guint32
+ada_capture_strings (GumInvocationContext * ic, const guint64 * regs, guint8 * out)
+{
+  const FunctionTable * ft = ada_state.functions;
+  guint64 a = (guint64) (gsize) ic->function, mask, i;
+  guint32 written = 0, got, len;
+  guint8 buf[ADA_MAX_STRING + 1];
+
+  if (ft == NULL)
+    return 0;
+  i = ((a >> 4) ^ (a >> 17)) & ft->mask;
+  while (ft->slots[i].address != a && ft->slots[i].address != 0)
+    i = (i + 1) & ft->mask;
+  mask = ft->slots[i].address == a ? ft->slots[i].strings : 0;
+  for (i = 0; i < 8 && mask != 0; i++, mask >>= 1)
+  {
+    if ((mask & 1) == 0 || regs[i] == 0)
+      continue;
+    got = ada_safe_read (buf, regs[i], ADA_MAX_STRING + 1);
+    if (got == 0)
+      continue;
+    for (len = 0; len < got && len < ADA_MAX_STRING && buf[len] != 0; len++)
+      ;
+    out[written] = (guint8) i | (len == ADA_MAX_STRING && (got <= len || buf[len] != 0)
+        ? ADA_STRING_TRUNCATED : 0);
+    out[written + 1] = (guint8) len;
+    ada_memcpy (out + written + 2, buf, len);
+    written += 2 + len;
+  }
+  return written;
+}
+
+/*
  * One detail record (header, registers, lr, fp, sp, stack window) into the
  * thread's detail ring, linked to index_seq. Returns its detail_seq in
  * --detail mode, ADA_NO_DETAIL in window mode (the host links it, if it is
@@ -970,10 +1014,10 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
 {
   AdaState * s = &ada_state;
   GumCpuContext * c = ic->cpu_context;
-  guint8 rec[ADA_DETAIL_FIXED + ADA_DETAIL_MAX_STACK];
+  guint8 rec[ADA_DETAIL_FIXED + ADA_DETAIL_MAX_STACK + ADA_DETAIL_MAX_STRINGS];
   guint64 * regs = (guint64 *) (rec + 32);
   guint64 sp;
-  guint32 want = s->stack_bytes, got, total, first, pos;
+  guint32 want = s->stack_bytes, got, total, first, pos, strings = 0;
   guint16 flags = 0;
 
 #if defined (HAVE_I386)
@@ -1004,6 +1048,13 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   if (got < want)
     flags |= ADA_FLAG_STACK_TRUNCATED;
   total = ADA_DETAIL_FIXED + got;
+  if (kind == ADA_EVENT_CALL)
+  {
+    strings = ada_capture_strings (ic, regs, rec + total);
+    if (strings != 0)
+      flags |= ADA_FLAG_STRINGS;
+    total += strings;
+  }
 
   *(guint32 *) (rec + 0) = total;
   *(guint16 *) (rec + 4) = kind == ADA_EVENT_CALL ? ADA_DETAIL_FUNCTION_CALL : ADA_DETAIL_FUNCTION_RETURN;
@@ -1013,7 +1064,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   *(guint64 *) (rec + 16) = timestamp;
   *(guint64 *) (rec + 24) = function_id;
   *(guint16 *) (rec + 120) = (guint16) got;
-  *(guint16 *) (rec + 122) = 0;
+  *(guint16 *) (rec + 122) = (guint16) strings;
 
   if (t->detail_head + total - t->detail_cached_tail > s->detail_capacity &&
       !ada_wait_for_room (t->ctl, &t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,

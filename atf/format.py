@@ -37,6 +37,10 @@ INDEX_FLAG_HAS_DETAIL_FILE = 1 << 0
 # readable (near the top of a thread's stack): stack_size is then what was
 # actually captured, smaller than what was asked for.
 DETAIL_FLAG_STACK_TRUNCATED = 1 << 0
+DETAIL_FLAG_STRINGS = 1 << 1  # C strings captured at the call follow the stack window
+MAX_STRING_BYTES = 64  # bytes of one captured string (STRING_TRUNCATED: it went on)
+MAX_STRINGS_SIZE = 8 * (2 + MAX_STRING_BYTES)  # every register slot a string
+STRING_TRUNCATED = 0x80  # in a captured string's slot byte
 
 NO_DETAIL_SEQ = 0xFFFFFFFF  # revision 1 sentinel (u32)
 NO_DETAIL_SEQ_R2 = 0xFFFFFFFFFFFFFFFF  # revision 2 sentinel (u64)
@@ -132,7 +136,8 @@ DETAIL_EVENT_HEADER_R2 = _packed([
 
 FUNCTION_PAYLOAD = _packed([
     ("function_id", "<u8", 0), ("regs", ("<u8", (8,)), 8), ("lr", "<u8", 72),
-    ("fp", "<u8", 80), ("sp", "<u8", 88), ("stack_size", "<u2", 96)],
+    ("fp", "<u8", 80), ("sp", "<u8", 88), ("stack_size", "<u2", 96),
+    ("strings_size", "<u2", 98)],
     FUNCTION_PAYLOAD_SIZE)
 
 # A revision 1 function record without its stack bytes: header + fixed payload.

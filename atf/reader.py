@@ -107,6 +107,23 @@ class DetailEvent:
     def stack_truncated(self) -> bool:
         return bool(self.flags & F.DETAIL_FLAG_STACK_TRUNCATED)
 
+    @property
+    def strings(self) -> dict[int, tuple[bytes, bool]]:
+        """C strings captured at the call (DETAIL_FLAG_STRINGS): register slot -> (bytes
+        without the NUL, whether the string went on past MAX_STRING_BYTES)."""
+        if not self.flags & F.DETAIL_FLAG_STRINGS or not self.is_function:
+            return {}
+        fixed = self._fixed()
+        at = F.FUNCTION_PAYLOAD_SIZE + int(fixed["stack_size"])
+        end = min(at + int(fixed["strings_size"]), len(self.payload))
+        out = {}
+        while at + 2 <= end:
+            slot, size = self.payload[at], self.payload[at + 1]
+            out[slot & 0x0F] = (bytes(self.payload[at + 2:at + 2 + size]),
+                                bool(slot & F.STRING_TRUNCATED))
+            at += 2 + size
+        return out
+
 
 def open_regular(path: str | os.PathLike) -> int:
     """A read-only descriptor of `path`, refused unless it is a regular file: opening a FIFO

@@ -103,7 +103,7 @@ def _uniform_walk(buf: np.ndarray, start: int, limit: int, header_dtype: np.dtyp
 
 def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtype,
                      stride: int) -> tuple[int | None, str | None]:
-    """First function record whose length disagrees with its stack_size."""
+    """First function record whose length disagrees with its stack_size and strings_size."""
     types = gather(buf, offsets, header_dtype.fields["event_type"][1], "<u2", stride)
     is_function = (types == F.DETAIL_FUNCTION_CALL) | (types == F.DETAIL_FUNCTION_RETURN)
     if not is_function.any():
@@ -111,17 +111,20 @@ def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtyp
     if stride and is_function.all():
         # One length for all: one stack_size check covers every record.
         stack = gather(buf, offsets, F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2", stride)
-        if stride >= F.FUNCTION_RECORD_FIXED_SIZE and \
+        strings = gather(buf, offsets, F.DETAIL_EVENT_HEADER_SIZE + 98, "<u2", stride)
+        if stride >= F.FUNCTION_RECORD_FIXED_SIZE and not strings.any() and \
                 bool(np.all(stack == stride - F.FUNCTION_RECORD_FIXED_SIZE)) and \
                 stride - F.FUNCTION_RECORD_FIXED_SIZE <= F.MAX_STACK_BYTES:
             return None, None
     lengths = gather(buf, offsets, 0, "<u4", stride)
     short = is_function & (lengths < F.FUNCTION_RECORD_FIXED_SIZE)
     stack = np.zeros(len(offsets), dtype=np.int64)
+    strings = np.zeros(len(offsets), dtype=np.int64)
     ok_len = is_function & ~short
     stack[ok_len] = gather(buf, offsets[ok_len], F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2")
-    wrong = ok_len & ((stack > F.MAX_STACK_BYTES)
-                      | (lengths != F.FUNCTION_RECORD_FIXED_SIZE + stack))
+    strings[ok_len] = gather(buf, offsets[ok_len], F.DETAIL_EVENT_HEADER_SIZE + 98, "<u2")
+    wrong = ok_len & ((stack > F.MAX_STACK_BYTES) | (strings > F.MAX_STRINGS_SIZE)
+                      | (lengths != F.FUNCTION_RECORD_FIXED_SIZE + stack + strings))
     bad = np.flatnonzero(short | wrong)
     if len(bad) == 0:
         return None, None
@@ -130,8 +133,9 @@ def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtyp
         return i, (f"function record of total_length {int(lengths[i])} is shorter than "
                    f"{F.FUNCTION_RECORD_FIXED_SIZE} bytes")
     return i, (f"function record of total_length {int(lengths[i])} does not match its "
-               f"stack_size {int(stack[i])} (expected {F.FUNCTION_RECORD_FIXED_SIZE}"
-               f" + stack_size, at most {F.MAX_STACK_BYTES})")
+               f"stack_size {int(stack[i])} and strings_size {int(strings[i])} (expected "
+               f"{F.FUNCTION_RECORD_FIXED_SIZE} + stack_size + strings_size, at most "
+               f"{F.MAX_STACK_BYTES} and {F.MAX_STRINGS_SIZE})")
 
 
 def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str,

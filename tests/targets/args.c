@@ -62,6 +62,14 @@ __attribute__((noinline)) long eight(long a, long b, long c, long d, long e, lon
   return a + b + c + d + e + f + g + h;
 }
 
+/* C strings: captured at the call (up to 64 bytes); NULL and a bad pointer are left as
+ * they are, without harm to the program. */
+__attribute__((noinline)) int keep(const char *label, const char *s)
+{
+  sink += (long) s;
+  return label[0];
+}
+
 /* At -O2 gcc clones this into scale.constprop.0 (factor is always 3): the clone must still
  * find its parameters' names and types through DW_AT_abstract_origin. */
 static __attribute__((noinline)) long scale(long value, long factor)
@@ -83,6 +91,8 @@ int main(int argc, char **argv)
   sink += make_big(10).d;
   sink += eight(1, 2, 3, 4, 5, 6, 7, 8);
   sink += scale(argc + 10, 3) + scale(argc + 20, 3);
+  sink += keep("long", "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-+=[]{}");
+  sink += keep("null", NULL) + keep("bad", (const char *) 16);
   printf("%ld\n", (long) sink);
   return 0;
 }

@@ -33,6 +33,14 @@ RESULT_SLOTS = {F.ARCH_X86_64: (6, 2), F.ARCH_ARM64: (0, 1)}  # rax, rdx / x0, x
 STACK_ARGS_AT = {F.ARCH_X86_64: 8, F.ARCH_ARM64: 0}  # past the return address on x86_64
 
 
+def quote(data: bytes, truncated: bool) -> str:
+    """A captured C string as C would write it: "hello", and "..." after it when it went on."""
+    text = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else
+                   {0x22: '\\"', 0x5C: "\\\\", 0x0A: "\\n", 0x09: "\\t"}.get(b, f"\\x{b:02x}")
+                   for b in data)
+    return f'"{text}"' + ("..." if truncated else "")
+
+
 def format_value(value: int, t: Type) -> str:
     """An integer register (or stack slot) shown as its type says."""
     bits = 8 * max(1, min(t.size, 8))
@@ -63,22 +71,24 @@ class Convention:
     arch: int
     apple: bool = False
 
-    def arguments(self, fn: Function, regs: tuple[int, ...], stack: bytes
-                  ) -> list[tuple[str, str]]:
-        gprs = list(regs[:GPRS.get(self.arch, 6)])
+    def places(self, fn: Function) -> list[tuple[str, Any]]:
+        """Where each parameter is at the call: ("const", value) for a clone's fixed one,
+        ("vector", None) in a vector register (not recorded), ("regs", (first, count,
+        by_reference)) in integer registers, ("stack", (offset, size)) in the stack window
+        (offset from sp at entry)."""
+        gprs = GPRS.get(self.arch, 6)
         used = 1 if self._in_memory(fn.returns) and self.arch == F.ARCH_X86_64 else 0
         offset = STACK_ARGS_AT.get(self.arch, 0)
-        out = []
+        out: list[tuple[str, Any]] = []
         for p in fn.params:
             t = p.type
             if p.constant is not None:
-                out.append((p.name, format_value(p.constant, t)))  # not passed: a clone's
+                out.append(("const", p.constant))
                 continue
             if t.kind == "float" or (t.kind == "struct" and t.has_float):
-                out.append((p.name, "?"))  # vector registers: not recorded
+                out.append(("vector", None))
                 continue
-            words = 1
-            by_reference = False
+            words, by_reference = 1, False
             if t.kind == "struct":
                 if t.size > 16:
                     if self.arch == F.ARCH_ARM64:
@@ -89,25 +99,56 @@ class Convention:
                     words = max(1, (t.size + 7) // 8)
             elif t.kind == "int" and t.size == 16:
                 words = 2
-            if words and used + words <= len(gprs):
-                values = gprs[used:used + words]
+            if words and used + words <= gprs:
+                out.append(("regs", (used, words, by_reference)))
                 used += words
+                continue
+            if words and self.arch == F.ARCH_ARM64:
+                used = gprs  # AAPCS64: once one is on the stack, the rest follow
+            if self.apple and words == 1 and t.kind != "struct":
+                size = align = max(1, min(t.size, 8))  # packed by natural alignment
             else:
-                if words and self.arch == F.ARCH_ARM64:
-                    used = len(gprs)  # AAPCS64: once one is on the stack, the rest follow
-                if self.apple and words == 1 and t.kind != "struct":
-                    size = align = max(1, min(t.size, 8))  # packed by natural alignment
+                size, align = (t.size if words == 0 else 8 * words), 8
+            offset = (offset + align - 1) // align * align
+            out.append(("stack", (offset, size)))
+            offset += (size + align - 1) // align * align
+        return out
+
+    def string_slots(self, fn: Function) -> int:
+        """A mask of the regs[] slots holding `char *` parameters (captured with the detail
+        lane: ada_capture_strings in agent/ada_hooks.c)."""
+        mask = 0
+        for p, (kind, where) in zip(fn.params, self.places(fn)):
+            if p.type.kind == "string" and kind == "regs":
+                mask |= 1 << where[0]
+        return mask
+
+    def arguments(self, fn: Function, regs: tuple[int, ...], stack: bytes,
+                  strings: dict[int, tuple[bytes, bool]] | None = None
+                  ) -> list[tuple[str, str]]:
+        out = []
+        for p, (kind, where) in zip(fn.params, self.places(fn)):
+            t = p.type
+            if kind == "const":
+                out.append((p.name, format_value(where, t)))
+            elif kind == "vector":
+                out.append((p.name, "?"))
+            elif kind == "regs":
+                first, count, by_reference = where
+                if t.kind == "string" and strings and first in strings:
+                    out.append((p.name, quote(*strings[first])))
                 else:
-                    size, align = (t.size if words == 0 else 8 * words), 8
-                offset = (offset + align - 1) // align * align
+                    out.append((p.name, self._show(t, list(regs[first:first + count]),
+                                                   by_reference)))
+            else:
+                offset, size = where
                 chunk = stack[offset:offset + size]
-                offset += (size + align - 1) // align * align
-                if len(chunk) < size or words == 0:
+                if len(chunk) < size or (t.kind == "struct" and t.size > 16):
                     out.append((p.name, "{...}" if t.kind == "struct" else "?"))
                     continue
                 values = [int.from_bytes(chunk[i:i + 8].ljust(8, b"\0"), "little")
                           for i in range(0, size, 8)]
-            out.append((p.name, self._show(t, values, by_reference)))
+                out.append((p.name, self._show(t, values, False)))
         return out
 
     def result(self, fn: Function, regs: tuple[int, ...]) -> str | None:
@@ -233,7 +274,7 @@ class Decoder:
         if fn is None:
             return [(f"arg{i + 1}", f"0x{r:x}") for i, r in enumerate(event.regs[:RAW_ARGS])], \
                 False
-        return self.convention.arguments(fn, event.regs, event.stack), True
+        return self.convention.arguments(fn, event.regs, event.stack, event.strings), True
 
     def call_text(self, function_id: int, event: DetailEvent) -> str:
         """`a=3, b=6`, or the raw registers (`0x3, 0x6, 0x0`) without debug info."""
@@ -290,3 +331,32 @@ def _int(value: Any) -> int:
         except ValueError:
             return 0
     return int(value or 0)
+
+
+def string_slots(functions: list[dict[str, Any]], arch: str) -> dict[str, int]:
+    """{function_id: mask of the regs[] slots holding `char *` parameters} for functions as
+    the agent finds them (modulePath, moduleBase, address, functionId); those without debug
+    information are left out."""
+    convention = Convention({"x64": F.ARCH_X86_64, "x86_64": F.ARCH_X86_64,
+                             "arm64": F.ARCH_ARM64}.get(arch, F.ARCH_X86_64))
+    modules: dict[str, ModuleDebug | None] = {}
+    out = {}
+    for f in functions:
+        path = f.get("modulePath")
+        if path not in modules:
+            try:
+                modules[path] = ModuleDebug(Path(path)) if path and Path(path).is_file() \
+                    else None
+            except Exception:  # noqa: BLE001 (not an ELF file: no strings to capture)
+                modules[path] = None
+        debug = modules[path]
+        if debug is None or not debug.has_dwarf:
+            continue
+        fn = debug.function(int(f["address"], 16) - int(f["moduleBase"], 16) + debug.load_base)
+        mask = convention.string_slots(fn) if fn is not None else 0
+        if mask:
+            out[f["functionId"]] = mask
+    for debug in modules.values():
+        if debug is not None:
+            debug.save()
+    return out

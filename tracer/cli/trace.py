@@ -188,7 +188,15 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
         pre_roll_buffer_mb=args.pre_roll_buffer_mb, triggers=args.triggers or [],
         trigger_at_ms=args.trigger_at_ms, transport=args.transport,
         clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
-        detail_io=args.detail_io, follow_children=not args.no_follow_children)
+        detail_io=args.detail_io, follow_children=not args.no_follow_children,
+        string_args=string_arg_slots)
+
+
+def string_arg_slots(functions: list[dict], arch: str) -> dict[str, int]:
+    """For the recorder: which argument registers of these functions hold `char *`
+    parameters, from the modules' debug information (tracer/analysis/arguments.py)."""
+    from ..analysis.arguments import string_slots
+    return string_slots(functions, arch)
 
 
 def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 DETAIL_IO = ("auto", "direct", "cached")  # --detail-io: see tracer.record.detail_io
 
@@ -61,3 +61,7 @@ class TraceOptions:
     toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
     detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO
     follow_children: bool = True  # record forked children and exec'd images (recording.py)
+    # With the detail lane: which argument registers of the functions found hold C strings
+    # to capture ((agent functions, arch) -> {function_id: regs[] slot mask}); the CLI gives
+    # it from debug information, which recording does not read itself.
+    string_args: Callable[[list[dict[str, Any]], str], dict[str, int]] | None = None

@@ -223,6 +223,20 @@ class Recorder:
             self.info(f"hot path compiled by Frida's TinyCC; the system toolchain could not: "
                       f"{info['toolchainFallback']}")
 
+    def _string_args(self, functions: list[dict[str, Any]]) -> None:
+        """Tell the agent which arguments are C strings, to capture with their detail. Only
+        for the functions found at start: modules loaded later are hooked by the agent
+        alone, without the host's reading of their debug information."""
+        if self.options.detail == "off" or self.options.string_args is None or not functions:
+            return
+        try:
+            masks = self.options.string_args(functions, str(self.agent_info.get("arch")))
+        except Exception as e:  # noqa: BLE001 (debug info is a bonus: never fail recording)
+            self.warn(f"C string arguments will not be captured: {e}")
+            return
+        if masks:
+            self.script.exports_sync.set_string_args(masks)
+
     def _hook(self) -> None:
         """Apply the selection (and the triggers) in the target and hook what matched; modules
         that load later are hooked as they load (reported in _on_message)."""
@@ -230,6 +244,7 @@ class Recorder:
         api = self.script.exports_sync
         found = api.resolve(self.options.selection, self.options.triggers)
         self._check_matches(found)
+        self._string_args(found["functions"])
         hooked = api.hook()
         self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"])
         if found["functions"] and hooked["hooked"] == 0:
