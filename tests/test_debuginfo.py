@@ -126,6 +126,24 @@ def test_symbols_finds_a_binary_that_moved(sessions, tmp_path):
     assert bad.returncode == 1 and "not a directory" in bad.stderr
 
 
+def test_symbols_finds_a_split_debug_file_by_build_id(tmp_path):
+    """A stripped binary, its DWARF in a split debug file under .build-id/xx/yyyy.debug (as
+    distributions and Android builds keep them): --symbols DIR finds it."""
+    exe = build(tmp_path, "split", "-O0", "-g", "-Wl,--build-id")
+    debug_dir = tmp_path / "debug"
+    session = record(exe, tmp_path / "trace", "-s", "split!pick")
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", subprocess.run(
+        ["readelf", "-n", str(exe)], capture_output=True, text=True).stdout).group(1)
+    target = debug_dir / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    target.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(target)], check=True)
+    subprocess.run(["strip", "--strip-debug", str(exe)], check=True)
+    lines, err = replay(session)
+    assert lines[0].startswith("pick(0x0, ") and "split: no debug information" in err
+    lines, err = replay(session, "--symbols", debug_dir)
+    assert lines[:2] == ["pick(c=RED) = BLUE;", "pick(c=BLUE) = RED;"] and not err
+
+
 def test_debug_information_is_cached_per_module_build(sessions, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     session = atf.open_session(sessions["args_O2"])

@@ -25,7 +25,7 @@ from ada.atf import format as F
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
 
-from .debuginfo import Function, ModuleDebug, Type
+from .debuginfo import Function, ModuleDebug, NotAnElf, Type
 
 RAW_ARGS = 3  # argument registers shown without debug information
 GPRS = {F.ARCH_X86_64: 6, F.ARCH_ARM64: 8}
@@ -244,14 +244,30 @@ class Decoder:
         else:
             try:
                 debug = ModuleDebug(path)
-            except Exception as e:  # noqa: BLE001 (not an ELF file, unreadable...)
+                if not debug.has_dwarf:
+                    split = self._split_debug(debug)
+                    if split is not None:
+                        debug = ModuleDebug(path, split)
+            except NotAnElf as e:
+                self.notes.append(f"{e}: raw registers shown")
+            except Exception as e:  # noqa: BLE001 (unreadable, damaged...)
                 self.notes.append(f"{path}: cannot read its debug information ({e})")
             else:
                 if not debug.has_dwarf:
                     self.notes.append(f"{row.get('name')}: no debug information "
-                                      f"(raw registers shown; build with -g)")
+                                      f"(raw registers shown; build with -g, or give its "
+                                      f"split debug file's directory with --symbols)")
         self._modules[module_id] = (debug, base, size)
         return self._modules[module_id]
+
+    def _split_debug(self, debug: ModuleDebug) -> Path | None:
+        """A split debug file for a module without DWARF: by build id or name, in the
+        --symbols directories, then in /usr/lib/debug (where distributions put them)."""
+        for d in [*self.symbols, Path("/usr/lib/debug")]:
+            for name in debug.split_debug_names():
+                if (d / name).is_file():
+                    return d / name
+        return None
 
     def _find(self, row: dict[str, Any]) -> Path | None:
         names = [Path(p) for p in (row.get("file"), row.get("path")) if p]

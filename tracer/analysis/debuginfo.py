@@ -63,6 +63,15 @@ class Function:
     variadic: bool = False
 
 
+class NotAnElf(Exception):
+    """A module file that is not ELF (a Mach-O binary on macOS and iOS: its DWARF, in the
+    binary or a dSYM, is not read yet)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: not an ELF file (Mach-O and dSYM debug information is not "
+                         "read yet)")
+
+
 @dataclass
 class _Found:
     """What the cache keeps of one module build: answers by file address."""
@@ -74,22 +83,32 @@ class _Found:
 class ModuleDebug:
     """One module file's debug information, read lazily and cached."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, debug_path: Path | None = None) -> None:
+        """`debug_path`: a split debug file (objcopy --only-keep-debug) holding the DWARF of
+        the module at `path`, at the same addresses."""
         from elftools.elf.elffile import ELFFile
 
         self.path = path
         self._file = open(path, "rb")
+        if self._file.read(4) != b"\x7fELF":
+            self._file.close()
+            raise NotAnElf(path)
+        self._file.seek(0)
         self.elf = ELFFile(self._file)
         loads = [s["p_vaddr"] for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
         self.load_base = min(loads) if loads else 0
         self.build_id = _build_id(self.elf)
-        self.has_dwarf = self.elf.has_dwarf_info() and \
-            self.elf.get_section_by_name(".debug_info") is not None
+        self.dwarf_elf = self.elf
+        if debug_path is not None:
+            self._debug_file = open(debug_path, "rb")
+            self.dwarf_elf = ELFFile(self._debug_file)
+        self.has_dwarf = self.dwarf_elf.has_dwarf_info() and \
+            self.dwarf_elf.get_section_by_name(".debug_info") is not None
         self._dwarf: Any = None
         self._symbols: tuple[list[int], list[tuple[int, str]]] | None = None
         self._cus: dict[int, dict[int, Any]] = {}  # CU offset -> low_pc -> subprogram DIE
         stat = path.stat()
-        key = f"{path.resolve()}|{stat.st_size}|{self.build_id or stat.st_mtime_ns}"
+        key = f"{path.resolve()}|{stat.st_size}|{self.build_id or stat.st_mtime_ns}|{debug_path}"
         self._cache_path = _cache_dir() / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
         self._found = self._load_cache()
         self._dirty = False
@@ -129,6 +148,16 @@ class ModuleDebug:
     def close(self) -> None:
         self.save()
         self._file.close()
+        if self.dwarf_elf is not self.elf:
+            self._debug_file.close()
+
+    def split_debug_names(self) -> list[Path]:
+        """Where a split debug file of this module may be, relative to a debug directory:
+        .build-id/xx/yyyy.debug, and NAME.debug."""
+        out = [Path(self.path.name + ".debug")]
+        if self.build_id:
+            out.insert(0, Path(".build-id") / self.build_id[:2] / (self.build_id[2:] + ".debug"))
+        return out
 
     # --- DWARF ---------------------------------------------------------------------
 
@@ -143,7 +172,7 @@ class ModuleDebug:
 
     def _dwarf_info(self) -> Any:
         if self._dwarf is None and self.has_dwarf:
-            self._dwarf = self.elf.get_dwarf_info()
+            self._dwarf = self.dwarf_elf.get_dwarf_info()
         return self._dwarf
 
     def _cu_for(self, address: int) -> Any:
