@@ -423,6 +423,8 @@ class AdaAgent {
   setStringArgs(masks) {
     for (const [functionId, mask] of Object.entries(masks))
       this.stringArgs.set(functionId, mask);
+    if (this.hookedAddresses.size !== 0)
+      this._publishTable();  /* functions hooked already (a module loaded later) */
   }
 
   /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_hooks.c: same hash),

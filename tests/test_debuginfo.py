@@ -144,6 +144,27 @@ def test_symbols_finds_a_split_debug_file_by_build_id(tmp_path):
     assert lines[:2] == ["pick(c=RED) = BLUE;", "pick(c=BLUE) = RED;"] and not err
 
 
+def test_strings_of_a_library_loaded_later_are_captured_too(tmp_path):
+    """greet(const char *who, long times) in a library dlopened after ada started: the host
+    reads its DWARF when the module-loaded message comes and tells the agent, so calls from
+    then on carry the string (the first ones may still show it in hex)."""
+    lib = build(tmp_path, "libstrlib.so", "-O1", "-g", "-shared", "-fPIC",
+                source=TESTS / "targets" / "strlib.c")
+    exe = build(tmp_path, "late_strings", "-O1", "-g", source=TESTS / "targets" / "late_strings.c")
+    done = run_ada("trace", "-q", "--detail", "-o", tmp_path / "trace", "-f", exe, lib, "40",
+                   "-i", "libstrlib.so!greet")
+    assert done.returncode == 0, done.stderr
+    lines, _ = replay(session_path(done))
+    assert len(lines) == 40
+    shown = [re.fullmatch(r'greet\(who=(".*"|0x[0-9a-f]+), times=(\d+)\) = -?\d+;', line)
+             for line in lines]
+    assert all(shown) and [int(m.group(2)) for m in shown] == list(range(40))
+    strings = [m.group(1) == '"world"' for m in shown]
+    # in hex until the host has told the agent (here 2 calls, 40 ms), then always the string
+    first = strings.index(True)
+    assert all(strings[first:]) and first <= 20, lines
+
+
 def test_debug_information_is_cached_per_module_build(sessions, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     session = atf.open_session(sessions["args_O2"])

@@ -349,10 +349,12 @@ def _int(value: Any) -> int:
     return int(value or 0)
 
 
-def string_slots(functions: list[dict[str, Any]], arch: str) -> dict[str, int]:
+def string_slots(functions: list[dict[str, Any]], arch: str,
+                 symbols: list[Path] | tuple[Path, ...] = ()) -> dict[str, int]:
     """{function_id: mask of the regs[] slots holding `char *` parameters} for functions as
-    the agent finds them (modulePath, moduleBase, address, functionId); those without debug
-    information are left out."""
+    the agent finds them (modulePath, moduleBase, address, functionId); a module's file is
+    looked for by name in `symbols` first (a phone's libraries copied to this machine), then
+    at its path. Functions without debug information are left out."""
     convention = Convention({"x64": F.ARCH_X86_64, "x86_64": F.ARCH_X86_64,
                              "arm64": F.ARCH_ARM64}.get(arch, F.ARCH_X86_64))
     modules: dict[str, ModuleDebug | None] = {}
@@ -360,9 +362,10 @@ def string_slots(functions: list[dict[str, Any]], arch: str) -> dict[str, int]:
     for f in functions:
         path = f.get("modulePath")
         if path not in modules:
+            candidates = [d / Path(path).name for d in symbols] + [Path(path)] if path else []
+            found = next((c for c in candidates if c.is_file()), None)
             try:
-                modules[path] = ModuleDebug(Path(path)) if path and Path(path).is_file() \
-                    else None
+                modules[path] = ModuleDebug(found) if found is not None else None
             except Exception:  # noqa: BLE001 (not an ELF file: no strings to capture)
                 modules[path] = None
         debug = modules[path]

@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -98,6 +99,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="persist a detail record (registers, lr, fp, sp, stack) for every event")
     d.add_argument("--stack-bytes", type=stack_bytes, default=128, metavar="N",
                    help="bytes of stack captured from sp upward, 0..256 (default 128)")
+    d.add_argument("--symbols", action="append", default=[], type=Path, metavar="DIR",
+                   help="where copies of the target's binaries are (a phone's libraries): "
+                   "their debug information says which arguments are C strings, captured "
+                   "with the detail (by default the binaries at their paths are read)")
     d.add_argument("--pre-roll-ms", type=non_negative_float, metavar="N",
                    help="flight recorder: persist detail from N ms before each trigger")
     d.add_argument("--post-roll-ms", type=non_negative_float, metavar="M",
@@ -177,6 +182,9 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
     if window and args.detail:
         parser.error("--detail persists everything; it does not combine with "
                      "--pre-roll-ms/--post-roll-ms")
+    for d in args.symbols:
+        if not d.is_dir():
+            parser.error(f"--symbols {d}: not a directory")
     if (args.triggers or args.trigger_at_ms) and not window:
         parser.error("triggers need a window: give --pre-roll-ms and/or --post-roll-ms")
     return target, TraceOptions(
@@ -189,14 +197,14 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
         trigger_at_ms=args.trigger_at_ms, transport=args.transport,
         clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
         detail_io=args.detail_io, follow_children=not args.no_follow_children,
-        string_args=string_arg_slots)
+        string_args=partial(string_arg_slots, symbols=args.symbols))
 
 
-def string_arg_slots(functions: list[dict], arch: str) -> dict[str, int]:
+def string_arg_slots(functions: list[dict], arch: str, symbols: list[Path]) -> dict[str, int]:
     """For the recorder: which argument registers of these functions hold `char *`
     parameters, from the modules' debug information (tracer/analysis/arguments.py)."""
     from ..analysis.arguments import string_slots
-    return string_slots(functions, arch)
+    return string_slots(functions, arch, symbols)
 
 
 def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:

@@ -71,8 +71,10 @@ class Recorder:
                  warn: Callable[[str], None] = lambda m: None,
                  info: Callable[[str], None] = lambda m: None,
                  on_attached: Callable[[frida.core.Session], None] = lambda s: None, *,
-                 place: ProcessPlace | None = None) -> None:
+                 place: ProcessPlace | None = None,
+                 wake: Callable[[], None] = lambda: None) -> None:
         self.device = device
+        self.wake = wake  # the recording loop: something for check() to do
         self.place = place or ProcessPlace()
         self.on_attached = on_attached  # e.g. --p2p setup, once attached
         self.target = target
@@ -94,6 +96,7 @@ class Recorder:
         self.pipeline: Pipeline | None = None
         self.agent_info: dict[str, Any] = {}
         self.clock_anchors: list[dict[str, Any]] = []  # recording clock vs. wall clock
+        self._late_functions: list[list[dict[str, Any]]] = []  # hooked as modules loaded
         self.hooked = HookedFunctions(options.selection, options.triggers, warn)
         self.transport = resolve_transport(options.transport, device)
         self.record_start_ns = 0
@@ -130,6 +133,8 @@ class Recorder:
                 self.end.on_exit_status(payload["status"])
                 self._acknowledge()
             elif kind == "ada:module-loaded":
+                self._late_functions.append(payload["functions"])  # strings: see check()
+                self.wake()
                 self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
                                 payload["hits"])
                 self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
@@ -224,9 +229,9 @@ class Recorder:
                       f"{info['toolchainFallback']}")
 
     def _string_args(self, functions: list[dict[str, Any]]) -> None:
-        """Tell the agent which arguments are C strings, to capture with their detail. Only
-        for the functions found at start: modules loaded later are hooked by the agent
-        alone, without the host's reading of their debug information."""
+        """Tell the agent which arguments are C strings, to capture with their detail: for
+        the functions found at start before they are hooked; for those of modules loaded
+        later just after (their first calls show `char *` arguments in hex)."""
         if self.options.detail == "off" or self.options.string_args is None or not functions:
             return
         try:
@@ -304,8 +309,15 @@ class Recorder:
                 self.request_stop(f"error: cannot resume: {describe_frida_error(e)}")
 
     def check(self) -> bool:
-        """Turn a failed drain or a lost link into a stop; True once a stop is requested."""
+        """Turn a failed drain or a lost link into a stop; True once a stop is requested.
+        Functions hooked as their module loaded get their C string arguments here (an RPC
+        cannot be made from the message handler)."""
         assert self.pipeline is not None and self.pipeline.drain is not None
+        while self._late_functions and not self.stop_event.is_set():
+            try:
+                self._string_args(self._late_functions.pop(0))
+            except FRIDA_ERRORS:
+                self._late_functions.clear()  # the process is going: nothing to capture
         drain, mirror = self.pipeline.drain, self.pipeline.mirror
         if drain.failed.is_set():
             self.request_stop(f"error: {drain.error}")

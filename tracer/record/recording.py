@@ -70,7 +70,7 @@ class Recording:
         """Attach to (or spawn) the target and hook it. Raises TracerError."""
         self.device.on("child-added", self._on_child_added)
         self.main = Recorder(self.device, self.target, self.options, self.warn, self.info,
-                             self.on_attached)
+                             self.on_attached, wake=self._wake.set)
         try:
             self.main.prepare()
         except BaseException:
@@ -168,7 +168,7 @@ class Recording:
         prefix = f"pid {child.pid}: "
         recorder = Recorder(self.device, Target("pid", child.pid), self.options,
                             lambda m: self.warn(prefix + m), lambda m: self.info(prefix + m),
-                            self.on_attached, place=place)
+                            self.on_attached, place=place, wake=self._wake.set)
         try:
             recorder.prepare()  # on failure it lets the child go (Recorder._abandon)
         except TracerError as e:
