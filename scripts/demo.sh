@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The README's first command: install ada into .venv, build a small C program, record it
-# with `ada trace`, then show `ada info`, `ada report`, the start of `ada replay`, `ada graph`,
+# with `ada trace --detail` (arguments and return values, named from its debug information
+# by replay), then show `ada info`, `ada report`, the start of `ada replay`, `ada graph`,
 # `ada query`, an export for Perfetto and `ada verify`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 mkdir -p build
 gcc -O1 -g -rdynamic -o build/demo scripts/demo.c
-session=$("$VENV/bin/ada" trace -o build/ada_traces -f build/demo -i 'demo!checksum' \
+session=$("$VENV/bin/ada" trace --detail -o build/ada_traces -f build/demo -i 'demo!checksum' \
           -i 'demo!parse_digit' -i 'demo!fib' | tail -n 1)
 echo "== ada info $session"
 "$VENV/bin/ada" info "$session"
