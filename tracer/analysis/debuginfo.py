@@ -107,6 +107,7 @@ class ModuleDebug:
         self._dwarf: Any = None
         self._symbols: tuple[list[int], list[tuple[int, str]]] | None = None
         self._cus: dict[int, dict[int, Any]] = {}  # CU offset -> low_pc -> subprogram DIE
+        self._lines: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
         stat = path.stat()
         key = f"{path.resolve()}|{stat.st_size}|{self.build_id or stat.st_mtime_ns}|{debug_path}"
         self._cache_path = _cache_dir() / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
@@ -236,24 +237,32 @@ class ModuleDebug:
         cu = self._cu_for(address)
         if cu is None:
             return None
+        starts, rows = self._line_table(cu)
+        i = bisect.bisect_right(starts, address) - 1
+        return rows[i] if i >= 0 else None
+
+    def _line_table(self, cu: Any) -> tuple[list[int], list[tuple[str, int] | None]]:
+        """The compile unit's line table as sorted row addresses and their (file, line),
+        read once per unit (an end of sequence maps to None)."""
+        if cu.cu_offset in self._lines:
+            return self._lines[cu.cu_offset]
         program = self._dwarf.line_program_for_CU(cu)
-        if program is None:
-            return None
-        best: tuple[int, Any] | None = None
-        for entry in program.get_entries():
-            state = entry.state
-            if state is None or state.end_sequence:
-                continue
-            if state.address <= address and (best is None or state.address >= best[0]):
-                best = (state.address, state)
-        if best is None:
-            return None
-        state = best[1]
-        files = program["file_entry"]
-        index = state.file - 1 if program["version"] < 5 else state.file
-        if not 0 <= index < len(files):
-            return None
-        return _text(files[index].name), int(state.line)
+        table: list[tuple[int, tuple[str, int] | None]] = []
+        if program is not None:
+            files = program["file_entry"]
+            first = 1 if program["version"] < 5 else 0
+            for entry in program.get_entries():
+                state = entry.state
+                if state is None:
+                    continue
+                place = None
+                index = state.file - first
+                if not state.end_sequence and 0 <= index < len(files):
+                    place = (_text(files[index].name), int(state.line))
+                table.append((state.address, place))
+        table.sort(key=lambda row: (row[0], row[1] is not None))  # a start beats an end
+        self._lines[cu.cu_offset] = ([a for a, _ in table], [p for _, p in table])
+        return self._lines[cu.cu_offset]
 
     # --- the symbol table ------------------------------------------------------------
 
