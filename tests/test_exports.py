@@ -163,7 +163,8 @@ def test_speedscope_export_opens_and_closes_every_frame_in_order(request, tmp_pa
 @pytest.mark.parametrize("which", ["synthetic", "real"])
 def test_parquet_export_reads_back_in_duckdb(request, tmp_path, which):
     synthetic = request.getfixturevalue(which)
-    out = export(synthetic, tmp_path, "parquet")
+    export(synthetic, tmp_path, "parquet")
+    out = export(synthetic, tmp_path, "parquet")  # made again into the same directory
     con = duckdb.connect()
     events = con.execute(f"SELECT count(*) FROM '{out}/events.parquet'").fetchall()[0][0]
     assert events == synthetic.event_count()

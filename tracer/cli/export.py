@@ -67,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         if out.exists() and not out.is_dir():
             raise CliError(f"{out}: exists and is not a directory")
         decoder = decoder_for(session, args)
-        count = writer(session, selection, out, progress, decoder)
+        import duckdb
+        try:
+            count = writer(session, selection, out, progress, decoder)
+        except (duckdb.Error, OSError) as e:
+            raise CliError(f"{out}: {str(e).strip().splitlines()[0]}") from None
         finish_decoder(decoder)
     else:
         if out.is_dir():

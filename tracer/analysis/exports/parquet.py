@@ -26,7 +26,7 @@ def write(session: SessionReader, selection: CallFilter, directory: Path,
     for view in VIEWS:
         target = str(directory / f"{view}.parquet").replace("'", "''")
         con.execute(f"COPY (SELECT * FROM {view}) TO '{target}' "
-                    "(FORMAT parquet, COMPRESSION zstd)")
+                    "(FORMAT parquet, COMPRESSION zstd, OVERWRITE)")  # an export made again
         if view == "events":
             progress(session.event_count())
     return int(con.execute("SELECT count(*) FROM calls").fetchall()[0][0])
