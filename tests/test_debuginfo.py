@@ -1,7 +1,8 @@
 """Arguments, return values and callers by name, from the traced binaries' own DWARF: real
 programs built with -g at -O0 and -O2 (where gcc clones scale() into scale.constprop.0) and
-without -g, a C++ method, the cache, --symbols, the args view; and the arm64 calling convention
-on registers made up here (there is no arm64 machine to trace on)."""
+without -g, a C++ method, the cache, --symbols, the args view; and, on registers made up here,
+the arm64 calling convention and Mach-O files built by clang (there is no arm64 machine or Mac
+to trace on)."""
 
 import re
 import shutil
@@ -246,3 +247,35 @@ def test_x86_64_floats_struct_returns_and_stack_arguments():
     stack = (0x401000).to_bytes(8, "little") + (77).to_bytes(8, "little")
     assert c.arguments(fn(*[LONG] * 7), tuple(range(6)), stack)[-1] == ("p7", "77")
     assert c.arguments(fn(*[LONG] * 7), tuple(range(6)), stack[:8])[-1] == ("p7", "?")
+
+
+MACHO = Path(__file__).parent / "data" / "macho"  # made by its make.sh (clang, no Mac here)
+
+
+@pytest.mark.parametrize("name,arch,regs", [
+    ("m_arm64.o", F.ARCH_ARM64, (0, 0x1000) + (0,) * 6),  # x0, x1
+    ("m_x86_64.o", F.ARCH_X86_64, (0, 0x1000) + (0,) * 6)])  # rdi, rsi
+def test_macho_debug_information_is_read_too(name, arch, regs, tmp_path, monkeypatch):
+    """Mach-O (macOS, iOS): the same functions, types, symbols and lines as from ELF."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    debug = D.ModuleDebug(MACHO / name)
+    assert debug.format == "macho" and debug.has_dwarf
+    symbols = {n: a for a, _, n in debug._read_symbols()}
+    assert set(symbols) == {"add", "pick", "main"}  # functions only: no data, no ltmp labels
+    pick = debug.function(symbols["pick"])
+    assert [(p.name, p.type.kind) for p in pick.params] == [("c", "enum"), ("why", "string")]
+    c = Convention(arch)
+    assert c.arguments(pick, regs, b"") == [("c", "RED"), ("why", "0x1000")]
+    assert c.arguments(pick, regs, b"", {1: (b"because", False)})[1] == ("why", '"because"')
+    assert c.result(pick, (7,) * 8) == "BLUE"
+    line = next(i for i, text in enumerate((MACHO / "m.c").read_text().splitlines(), 1)
+                if text.startswith("enum color pick"))
+    assert debug.where(symbols["pick"] + 4) == ("pick+0x4", ("m.c", line))
+
+
+def test_macho_dwarf_in_a_dsym_beside_the_binary(tmp_path, monkeypatch):
+    from ada.tracer.analysis.arguments import open_module
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert not D.ModuleDebug(MACHO / "m_nodebug.o").has_dwarf
+    debug = open_module(MACHO / "m_nodebug.o")
+    assert debug.has_dwarf and debug.function(0).name == "add"

@@ -25,7 +25,7 @@ from ada.atf import format as F
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
 
-from .debuginfo import Function, ModuleDebug, NotAnElf, Type
+from .debuginfo import Function, ModuleDebug, Type, UnknownFormat
 
 RAW_ARGS = 3  # argument registers shown without debug information
 GPRS = {F.ARCH_X86_64: 6, F.ARCH_ARM64: 8}
@@ -243,12 +243,8 @@ class Decoder:
                                   f"({row.get('path')}); --symbols DIR points at a copy")
         else:
             try:
-                debug = ModuleDebug(path)
-                if not debug.has_dwarf:
-                    split = self._split_debug(debug)
-                    if split is not None:
-                        debug = ModuleDebug(path, split)
-            except NotAnElf as e:
+                debug = open_module(path, self.symbols)
+            except UnknownFormat as e:
                 self.notes.append(f"{e}: raw registers shown")
             except Exception as e:  # noqa: BLE001 (unreadable, damaged...)
                 self.notes.append(f"{path}: cannot read its debug information ({e})")
@@ -259,15 +255,6 @@ class Decoder:
                                       f"split debug file's directory with --symbols)")
         self._modules[module_id] = (debug, base, size)
         return self._modules[module_id]
-
-    def _split_debug(self, debug: ModuleDebug) -> Path | None:
-        """A split debug file for a module without DWARF: by build id or name, in the
-        --symbols directories, then in /usr/lib/debug (where distributions put them)."""
-        for d in [*self.symbols, Path("/usr/lib/debug")]:
-            for name in debug.split_debug_names():
-                if (d / name).is_file():
-                    return d / name
-        return None
 
     def _find(self, row: dict[str, Any]) -> Path | None:
         names = [Path(p) for p in (row.get("file"), row.get("path")) if p]
@@ -340,6 +327,21 @@ class Decoder:
             print(f"ada: note: {note}", file=sys.stderr)
 
 
+def open_module(path: Path, symbols: list[Path] | tuple[Path, ...] = ()) -> ModuleDebug:
+    """A module's debug information, with its DWARF from a separate file when the module has
+    none (ModuleDebug.split_debug_names): looked for in `symbols`, beside the module (a
+    dSYM), then in /usr/lib/debug (where distributions put split debug files)."""
+    debug = ModuleDebug(path)
+    if debug.has_dwarf:
+        return debug
+    for d in [*symbols, path.parent, Path("/usr/lib/debug")]:
+        for name in debug.split_debug_names():
+            if (d / name).is_file():
+                debug.close()
+                return ModuleDebug(path, d / name)
+    return debug
+
+
 def _int(value: Any) -> int:
     if isinstance(value, str):
         try:
@@ -365,8 +367,8 @@ def string_slots(functions: list[dict[str, Any]], arch: str,
             candidates = [d / Path(path).name for d in symbols] + [Path(path)] if path else []
             found = next((c for c in candidates if c.is_file()), None)
             try:
-                modules[path] = ModuleDebug(found) if found is not None else None
-            except Exception:  # noqa: BLE001 (not an ELF file: no strings to capture)
+                modules[path] = open_module(found, symbols) if found is not None else None
+            except Exception:  # noqa: BLE001 (unreadable: no strings to capture)
                 modules[path] = None
         debug = modules[path]
         if debug is None or not debug.has_dwarf:

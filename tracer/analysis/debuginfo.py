@@ -1,10 +1,13 @@
 """What a module's own debug information says about its functions: each traced function's
-parameters and return type (DWARF, read with pyelftools), and for any address, the function
-it is in (+offset) and its source line. Nothing is written by the user.
+parameters and return type (DWARF, read with pyelftools; from ELF files, and from Mach-O files
+through macho.py), and for any address, the function it is in (+offset) and its source line.
+Nothing is written by the user.
 
-A module is found by its path in the manifest, or by its file name (or its GNU build id, as
-`.build-id/xx/yyyy.debug`) in `--symbols` directories, for traces taken on another machine.
-Addresses are turned into the file's own: runtime - base + the lowest PT_LOAD vaddr.
+A module is found by its path in the manifest, or by its file name in `--symbols` directories,
+for traces taken on another machine; DWARF kept apart is found as a split debug file (by GNU
+build id, `.build-id/xx/yyyy.debug`, or NAME.debug) or a dSYM (NAME.dSYM/Contents/Resources/
+DWARF/NAME). Addresses are turned into the file's own: runtime - base + the lowest PT_LOAD
+vaddr (ELF) or the __TEXT segment's address (Mach-O).
 
 DWARF is read only for the compile units that hold the addresses asked about (through
 .debug_aranges, or each unit's pc range), and what was found is kept in a cache per module
@@ -23,6 +26,8 @@ import pickle
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from .macho import MachO, is_macho
 
 # DW_ATE_* base type encodings
 ATE_BOOLEAN, ATE_COMPLEX, ATE_FLOAT, ATE_SIGNED, ATE_SIGNED_CHAR = 0x2, 0x3, 0x4, 0x5, 0x6
@@ -63,13 +68,12 @@ class Function:
     variadic: bool = False
 
 
-class NotAnElf(Exception):
-    """A module file that is not ELF (a Mach-O binary on macOS and iOS: its DWARF, in the
-    binary or a dSYM, is not read yet)."""
+class UnknownFormat(Exception):
+    """A module file that is neither ELF nor 64-bit Mach-O (PE on Windows, 32-bit Mach-O)."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(f"{path}: not an ELF file (Mach-O and dSYM debug information is not "
-                         "read yet)")
+        super().__init__(f"{path}: neither ELF nor 64-bit Mach-O: its debug information is "
+                         "not read")
 
 
 @dataclass
@@ -84,26 +88,18 @@ class ModuleDebug:
     """One module file's debug information, read lazily and cached."""
 
     def __init__(self, path: Path, debug_path: Path | None = None) -> None:
-        """`debug_path`: a split debug file (objcopy --only-keep-debug) holding the DWARF of
-        the module at `path`, at the same addresses."""
-        from elftools.elf.elffile import ELFFile
-
+        """`debug_path`: where the DWARF of the module at `path` is when not in it, at the
+        same addresses: a split debug file (ELF, objcopy --only-keep-debug) or a dSYM's
+        DWARF file (Mach-O)."""
         self.path = path
-        self._file = open(path, "rb")
-        if self._file.read(4) != b"\x7fELF":
-            self._file.close()
-            raise NotAnElf(path)
-        self._file.seek(0)
-        self.elf = ELFFile(self._file)
-        loads = [s["p_vaddr"] for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        self.load_base = min(loads) if loads else 0
-        self.build_id = _build_id(self.elf)
-        self.dwarf_elf = self.elf
-        if debug_path is not None:
-            self._debug_file = open(debug_path, "rb")
-            self.dwarf_elf = ELFFile(self._debug_file)
-        self.has_dwarf = self.dwarf_elf.has_dwarf_info() and \
-            self.dwarf_elf.get_section_by_name(".debug_info") is not None
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head == b"\x7fELF":
+            self._open_elf(path, debug_path)
+        elif is_macho(head):
+            self._open_macho(path, debug_path)
+        else:
+            raise UnknownFormat(path)
         self._dwarf: Any = None
         self._symbols: tuple[list[int], list[tuple[int, str]]] | None = None
         self._cus: dict[int, dict[int, Any]] = {}  # CU offset -> low_pc -> subprogram DIE
@@ -113,6 +109,35 @@ class ModuleDebug:
         self._cache_path = _cache_dir() / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
         self._found = self._load_cache()
         self._dirty = False
+
+    def _open_elf(self, path: Path, debug_path: Path | None) -> None:
+        from elftools.elf.elffile import ELFFile
+
+        self.format = "elf"
+        self._files = [open(path, "rb")]
+        elf = ELFFile(self._files[0])
+        loads = [s["p_vaddr"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        self.load_base = min(loads) if loads else 0
+        self.build_id = _build_id(elf)
+        dwarf_elf = elf
+        if debug_path is not None:
+            self._files.append(open(debug_path, "rb"))
+            dwarf_elf = ELFFile(self._files[1])
+        self.has_dwarf = dwarf_elf.has_dwarf_info() and \
+            dwarf_elf.get_section_by_name(".debug_info") is not None
+        self._read_dwarf = dwarf_elf.get_dwarf_info
+        self._read_symbols = lambda: _elf_symbols(elf)
+
+    def _open_macho(self, path: Path, debug_path: Path | None) -> None:
+        self.format = "macho"
+        self._files = []
+        image = MachO.read(path)
+        self.load_base = image.text_address  # a module's base is its __TEXT segment's start
+        self.build_id = image.uuid
+        dwarf_image = MachO.read(debug_path, image.cputype) if debug_path else image
+        self.has_dwarf = dwarf_image.has_dwarf()
+        self._read_dwarf = dwarf_image.dwarf
+        self._read_symbols = lambda: [(a, 0, n) for a, n in image.symbols]
 
     # --- answers -----------------------------------------------------------------
 
@@ -148,14 +173,16 @@ class ModuleDebug:
 
     def close(self) -> None:
         self.save()
-        self._file.close()
-        if self.dwarf_elf is not self.elf:
-            self._debug_file.close()
+        for f in self._files:
+            f.close()
 
     def split_debug_names(self) -> list[Path]:
-        """Where a split debug file of this module may be, relative to a debug directory:
-        .build-id/xx/yyyy.debug, and NAME.debug."""
-        out = [Path(self.path.name + ".debug")]
+        """Where this module's separate DWARF may be, relative to a directory: for ELF,
+        .build-id/xx/yyyy.debug and NAME.debug; for Mach-O, NAME.dSYM's DWARF file."""
+        name = self.path.name
+        if self.format == "macho":
+            return [Path(f"{name}.dSYM") / "Contents" / "Resources" / "DWARF" / name]
+        out = [Path(name + ".debug")]
         if self.build_id:
             out.insert(0, Path(".build-id") / self.build_id[:2] / (self.build_id[2:] + ".debug"))
         return out
@@ -173,7 +200,7 @@ class ModuleDebug:
 
     def _dwarf_info(self) -> Any:
         if self._dwarf is None and self.has_dwarf:
-            self._dwarf = self.dwarf_elf.get_dwarf_info()
+            self._dwarf = self._read_dwarf()
         return self._dwarf
 
     def _cu_for(self, address: int) -> Any:
@@ -268,17 +295,7 @@ class ModuleDebug:
 
     def _symbolise(self, address: int) -> str | None:
         if self._symbols is None:
-            entries = []
-            for name in (".symtab", ".dynsym"):
-                section = self.elf.get_section_by_name(name)
-                if section is None or not hasattr(section, "iter_symbols"):
-                    continue
-                for s in section.iter_symbols():
-                    if s["st_info"]["type"] == "STT_FUNC" and s["st_value"] and s.name:
-                        entries.append((int(s["st_value"]), int(s["st_size"]), s.name))
-                if entries:
-                    break
-            entries.sort()
+            entries = sorted(self._read_symbols())
             self._symbols = ([e[0] for e in entries], [(e[1], e[2]) for e in entries])
         starts, rest = self._symbols
         i = bisect.bisect_right(starts, address) - 1
@@ -289,6 +306,20 @@ class ModuleDebug:
         if size and offset >= size:
             return None
         return f"{demangle(name)}+0x{offset:x}"
+
+
+def _elf_symbols(elf: Any) -> list[tuple[int, int, str]]:
+    """(address, size, name) of the ELF file's functions: .symtab, else .dynsym."""
+    for name in (".symtab", ".dynsym"):
+        section = elf.get_section_by_name(name)
+        if section is None or not hasattr(section, "iter_symbols"):
+            continue
+        entries = [(int(s["st_value"]), int(s["st_size"]), s.name)
+                   for s in section.iter_symbols()
+                   if s["st_info"]["type"] == "STT_FUNC" and s["st_value"] and s.name]
+        if entries:
+            return entries
+    return []
 
 
 # --- DWARF helpers -----------------------------------------------------------------
