@@ -20,7 +20,8 @@ from helpers import run_ada, session_path
 TESTS = Path(__file__).parent
 
 SOURCE = TESTS / "targets" / "args.c"
-FUNCTIONS = ["ints", "wide", "shout", "pick", "measure", "norm", "make_big", "eight", "keep"]
+FUNCTIONS = ["ints", "wide", "shout", "pick", "measure", "norm", "make_big", "eight", "keep",
+             "twice"]
 
 
 def build(out: Path, name: str, *flags: str, source: Path = SOURCE) -> Path:
@@ -83,10 +84,13 @@ def test_replay_names_and_decodes_every_kind_of_argument(sessions, build_name):
         r'\.\.\.\) = 108;',  # 64 bytes kept, and ... : it went on
         r'keep\(label="null", s=0x0\) = 110;',
         r'keep\(label="bad", s=0x10\) = 98;',  # not readable: hex, and the program lives on
+    ] + ([r"twice\(x=1\) = 2;"] if build_name == "args_O0" else []) + [
+        r"twice\(x=5\) = 10;",  # at -O2 the one out-of-line copy (the other call is inlined)
     ]
     calls = ["ints(-5", "wide(-", "shout('a'", "pick(RED)", "pick(RED)", 'measure("hello"',
              "norm(&pt)", "make_big(10)", "eight(1", "scale(argc + 10", "scale(argc + 10",
-             'keep("long"', 'keep("null"', 'keep("null"']
+             'keep("long"', 'keep("null"', 'keep("null"'] + \
+        ["twice(argc)"] * (2 if build_name == "args_O0" else 1)
     assert len(lines) == len(want), lines
     for line, pattern, call in zip(lines, want, calls):
         text, _, source = line.partition("  /* from ")
@@ -102,7 +106,7 @@ def test_replay_names_and_decodes_every_kind_of_argument(sessions, build_name):
 def test_without_debug_information_raw_registers_and_one_note(sessions):
     lines, err = replay(sessions["args_nodebug"])
     assert lines[0] == "ints(0xfffffffb, 0xc8, 0xfffffed4) = 0xfffeee8b;"
-    assert len(lines) == 14 and err.count("\n") == 1
+    assert len(lines) == 15 and err.count("\n") == 1
     assert "args_nodebug: no debug information" in err
 
 

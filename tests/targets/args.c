@@ -78,6 +78,14 @@ static __attribute__((noinline)) long scale(long value, long factor)
   return value * factor;
 }
 
+/* At -O2 inlined into main where called directly, and also emitted out of line for the
+ * pointer: that copy finds its parameter through DW_AT_abstract_origin too. */
+static long twice(long x)
+{
+  return 2 * x;
+}
+long (*volatile twice_ptr)(long) = twice;
+
 int main(int argc, char **argv)
 {
   struct point pt = { 3, 4 };
@@ -93,6 +101,7 @@ int main(int argc, char **argv)
   sink += scale(argc + 10, 3) + scale(argc + 20, 3);
   sink += keep("long", "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-+=[]{}");
   sink += keep("null", NULL) + keep("bad", (const char *) 16);
+  sink += twice(argc) + twice_ptr(5);
   printf("%ld\n", (long) sink);
   return 0;
 }
