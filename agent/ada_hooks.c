@@ -1008,9 +1008,8 @@ ada_capture_strings (GumInvocationContext * ic, const guint64 * regs, guint8 * o
  * --detail mode, ADA_NO_DETAIL in window mode (the host links it, if it is
  * persisted) or when the record was dropped.
  */
-/* Not inlined: its record buffer (about 1 KB with the strings) must not grow the frame of
- * every hooked call. Inlined, it did, and a forked child left untraced (--no-follow-children)
- * then failed in about one run in fifteen (a futex error or a hang at fork). */
+/* Not inlined: its record buffer (about 1 KB with the strings) must not grow the stack
+ * frame of every hooked call. */
 static __attribute__ ((noinline)) guint32
 ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
     guint64 function_id, guint32 kind, guint32 index_seq, guint64 return_address)
