@@ -236,7 +236,7 @@ class Decoder:
         row = self._module_rows.get(module_id) or {}
         base, size = _int(row.get("base")), int(row.get("size") or 0)
         debug = None
-        path = self._find(row)
+        path = find_module([row.get("file"), row.get("path")], self.symbols)
         if path is None:
             if row:
                 self.notes.append(f"{row.get('name')}: its file is not here "
@@ -255,17 +255,6 @@ class Decoder:
                                       f"split debug file's directory with --symbols)")
         self._modules[module_id] = (debug, base, size)
         return self._modules[module_id]
-
-    def _find(self, row: dict[str, Any]) -> Path | None:
-        names = [Path(p) for p in (row.get("file"), row.get("path")) if p]
-        for d in self.symbols:
-            for n in names:
-                if (d / n.name).is_file():
-                    return d / n.name
-        for n in names:
-            if n.is_file():
-                return n
-        return None
 
     # --- what the reading commands show ----------------------------------------------
 
@@ -327,6 +316,16 @@ class Decoder:
             print(f"ada: note: {note}", file=sys.stderr)
 
 
+def find_module(paths: list[Any], symbols: list[Path] | tuple[Path, ...] = ()) -> Path | None:
+    """A module's file on this machine: a copy by file name in `symbols` first (a trace from
+    another machine), then the module's own path(s)."""
+    names = [Path(p) for p in paths if p]
+    for candidate in [d / n.name for d in symbols for n in names] + names:
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def open_module(path: Path, symbols: list[Path] | tuple[Path, ...] = ()) -> ModuleDebug:
     """A module's debug information, with its DWARF from a separate file when the module has
     none (ModuleDebug.split_debug_names): looked for in `symbols`, beside the module (a
@@ -364,8 +363,7 @@ def string_slots(functions: list[dict[str, Any]], arch: str,
     for f in functions:
         path = f.get("modulePath")
         if path not in modules:
-            candidates = [d / Path(path).name for d in symbols] + [Path(path)] if path else []
-            found = next((c for c in candidates if c.is_file()), None)
+            found = find_module([path], symbols)
             try:
                 modules[path] = open_module(found, symbols) if found is not None else None
             except Exception:  # noqa: BLE001 (unreadable: no strings to capture)

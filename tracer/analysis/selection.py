@@ -188,17 +188,6 @@ class CallFilter:
             for (t, a, b), result in zip(jobs, results):
                 yield t, b - a, result
 
-    def tables(self, session: SessionReader) -> Iterator[tuple[ThreadReader, Calls]]:
-        """Each selected thread with its calls, chunk after chunk."""
-        names = function_names(session)
-        for t in self.threads(session):
-            for a, b in C.chunk_bounds(t):
-                yield t, self.chunk(t, a, b, names)
-
-    def calls(self, session: SessionReader) -> Calls:
-        """One table of every selected call (parents index the whole table)."""
-        return C.join_threads([calls for _, calls in self.tables(session)])
-
 
 def ahead(work: list[Callable[[], T]], pool: ThreadPoolExecutor, depth: int = 2
           ) -> Iterator[T]:

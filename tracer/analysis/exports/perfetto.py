@@ -70,30 +70,32 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
     out.write(_recorder_track(manifest, pid))
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
-    for thread, events, (fids, packets, n) in selection.each(
+    for thread, events, (named, packets, n) in selection.each(
             session, lambda t, calls: _chunk_packets(calls, t, known, decoder)):
         if thread is not current:
             current, interned = thread, set()
             out.write(_thread_start(thread, pid))
-        new = [f for f in fids if f not in interned]
+        new = [(f, i) for f, i in named if f not in interned]
         if new:
-            interned.update(new)
+            interned.update(f for f, _ in new)
             out.write(packet(pb.uint(SEQUENCE_ID, thread.id + 2),
                              pb.uint(SEQUENCE_FLAGS, NEEDS_INCREMENTAL_STATE),
                              pb.message(INTERNED_DATA, (pb.message(
-                                 2, pb.uint(1, _iid(known, f)), pb.string(2, label(names, f)))
-                                 for f in new))))
+                                 2, pb.uint(1, i), pb.string(2, label(names, f)))
+                                 for f, i in new))))
         out.write(memoryview(packets))
         slices += n
         progress(events)
     return slices
 
 
-def _iid(known: np.ndarray, fid: int) -> int:
-    """A function's name id on every sequence: its rank among the manifest's functions (from
-    1), or, for one the manifest does not name, its function_id past them."""
-    at = int(np.searchsorted(known, np.uint64(fid)))
-    return at + 1 if at < len(known) and int(known[at]) == fid else fid + 1 + len(known)
+def _iids(known: np.ndarray, fids: np.ndarray) -> np.ndarray:
+    """Functions' name ids, the same on every sequence: a function's rank among the
+    manifest's functions (from 1), or, for one the manifest does not name, its function_id
+    past them."""
+    at = np.minimum(np.searchsorted(known, fids), max(len(known) - 1, 0))
+    hit = (known[at] == fids) if len(known) else np.zeros(len(fids), dtype=bool)
+    return np.where(hit, at + 1, fids + np.uint64(1 + len(known))).astype(np.uint64)
 
 
 def _thread_start(thread: ThreadReader, pid: int) -> bytes:
@@ -109,13 +111,13 @@ def _thread_start(thread: ThreadReader, pid: int) -> bytes:
 
 
 def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray, decoder: Decoder
-                   ) -> tuple[list[int], np.ndarray, int]:
-    """(the chunk's distinct function_ids, its begin and end packets, how many calls)."""
+                   ) -> tuple[list[tuple[int, int]], np.ndarray, int]:
+    """(the chunk's distinct function_ids with their name ids, its begin and end packets,
+    how many calls)."""
     row, is_end = edges(calls)
     distinct, which = dense_ids(calls["function_id"][row])
-    at = np.minimum(np.searchsorted(known, distinct), max(len(known) - 1, 0))
-    hit = (known[at] == distinct) if len(known) else np.zeros(len(distinct), dtype=bool)
-    iid = np.where(hit, at + 1, distinct + np.uint64(1 + len(known))).astype(np.uint64)[which]
+    distinct_iids = _iids(known, distinct)
+    iid = distinct_iids[which]
     ts = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
     blobs: dict[int, bytes] = {}
     if thread.detail is not None:
@@ -128,7 +130,8 @@ def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray, deco
             blobs[int(first[r])] = annotation("args", args[r])
         for r in np.flatnonzero(np.not_equal(value, None)).tolist():
             blobs[int(last[r])] = annotation("return", value[r])
-    return distinct.tolist(), event_packets(ts, is_end, iid, thread.id + 2, blobs), len(calls)
+    return (list(zip(distinct.tolist(), distinct_iids.tolist())),
+            event_packets(ts, is_end, iid, thread.id + 2, blobs), len(calls))
 
 
 def event_packets(ts: np.ndarray, is_end: np.ndarray, iid: np.ndarray, sequence: int,

@@ -35,11 +35,6 @@ def uint(number: int, value: int) -> bytes:
     return tag(number, VARINT) + varint(value)
 
 
-def sint(number: int, value: int) -> bytes:
-    """An int64 field (two's complement, as protobuf's int64 is)."""
-    return uint(number, value & 0xFFFFFFFFFFFFFFFF)
-
-
 def message(number: int, *parts: bytes | Iterable[bytes]) -> bytes:
     body = b"".join(p if isinstance(p, bytes) else b"".join(p) for p in parts)
     return tag(number, LEN) + varint(len(body)) + body
