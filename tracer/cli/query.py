@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
         for view, (what, _) in Q.VIEWS.items():
             columns = con.sql(f"DESCRIBE {view}").fetchall()
             print(f"{view}: {what}")
-            print("  " + ", ".join(f"{c[0]} {c[1]}" for c in columns))
+            # an ENUM's type is its whole list of values: name the text it holds instead
+            print("  " + ", ".join(f"{c[0]} {'ENUM' if c[1].startswith('ENUM(') else c[1]}"
+                                   for c in columns))
         return 0
     try:
         result = con.sql(args.sql)
