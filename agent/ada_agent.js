@@ -49,7 +49,8 @@ function platformConfig(clockSource) {
   if (platform !== 'darwin' && platform !== 'linux')
     throw new Error(`unsupported platform ${platform}`);
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
-  for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_key_delete'])
+  for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_key_delete', 'mmap',
+                      'abort'])
     symbols[name] = Module.getGlobalExportByName(name);
   const facts = {};
   let clockType;
@@ -90,6 +91,7 @@ function hotPathDefines(platform, arch, facts) {
       `#define ADA_MACH_DENOM ${facts.machDenom}ULL`,
       '#define ADA_STACK_DARWIN 1',
       '#define ADA_SAFE_READ_MACH 1',
+      '#define ADA_ANON_MAP_FLAGS 0x1002',  /* MAP_PRIVATE | MAP_ANON */
     ];
   const defines = [`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`];
   if (facts.tsc)
@@ -98,6 +100,7 @@ function hotPathDefines(platform, arch, facts) {
   defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
   defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
+  defines.push('#define ADA_ANON_MAP_FLAGS 0x4022');  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
   return defines;
 }
 
@@ -128,6 +131,16 @@ function findVdsoClock() {
     }
   }
   return null;
+}
+
+/*
+ * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
+ */
+function inlineEngine(cm, layout, state, mapFlags) {
+  if (Process.arch === 'x64' && typeof InlineHooksX64 !== 'undefined')
+    return new InlineHooksX64(cm, layout, state, mapFlags);
+  throw new Error(`--hook-engine inline is not available on ${Process.arch} yet ` +
+                  '(x86_64 only): use --hook-engine frida');
 }
 
 /*
@@ -170,6 +183,17 @@ function readLayout(cm) {
   return layout;
 }
 
+/* Where code at `address` is: module!symbol+offset, ada's inline stubs, or null. */
+function describeAddress(address) {
+  try {
+    const symbol = DebugSymbol.fromAddress(address);
+    if (symbol.moduleName !== null)
+      return symbol.toString();
+  } catch (e) {
+  }
+  return null;
+}
+
 function firstLine(text) {
   return String(text).split('\n').filter(line => line.trim() !== '')[0] || String(text);
 }
@@ -204,6 +228,8 @@ class AdaAgent {
     this.stoppedByHost = false;
     this.exitStatus = null;
     this.stringArgs = new Map();  /* functionId -> regs[] slots holding C strings */
+    this.inline = null;      /* the inline hook engine (--hook-engine inline), or Frida's Interceptor */
+    this.threads = null;     /* the hot path's ThreadState array */
   }
 
   init(config) {
@@ -231,6 +257,9 @@ class AdaAgent {
     state.add(L['agent.state_region_fd']).writeS32(this.regionFd);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
     this.keepAlive.push(state, threads, symbols);
+    this.threads = threads;
+    if (config.hookEngine === 'inline')
+      this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags);
     const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
     if (ticks)
       this._startClockPairs();
@@ -457,6 +486,7 @@ class AdaAgent {
   /* Hook functions and triggers; returns the ones Frida refused, in the host's words later. */
   _attach(functions, triggers) {
     const failures = [];
+    const fallbacks = [];  /* functions the inline engine left to the Interceptor, and why */
     for (const f of functions)
       this.hookedAddresses.set(f.address, f.functionId);
     this._publishTable();
@@ -464,6 +494,14 @@ class AdaAgent {
     let hooked = 0;
     for (const f of functions) {
       try {
+        if (this.inline !== null) {
+          const reason = this.inline.hook(ptr(f.address), f.functionId);
+          if (reason === null) {
+            hooked++;
+            continue;
+          }
+          fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+        }
         Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
         hooked++;
       } catch (e) {
@@ -481,7 +519,7 @@ class AdaAgent {
       }
     }
     Interceptor.flush();
-    return { hooked, failures };
+    return { hooked, failures, fallbacks };
   }
 
   /* The functions resolve() found; from now on modules are hooked as they load. */
@@ -519,9 +557,9 @@ class AdaAgent {
                                          this.triggerSelection.functionsIn(module, names.names));
     if (functions.length === 0 && triggers.length === 0)
       return;
-    const { hooked, failures } = this._attach(functions, triggers);
+    const { hooked, failures, fallbacks } = this._attach(functions, triggers);
     send({ type: 'ada:module-loaded', module: module.name, functions, triggers, hooked, failures,
-           hits: this.selection.hits });
+           fallbacks, hits: this.selection.hits });
   }
 
   /* std::terminate, where a C++ runtime defines it (ada_on_terminate says why). */
@@ -763,6 +801,7 @@ class AdaAgent {
       threadId: Process.getCurrentThreadId(),
       memoryOperation: memory !== null ? memory.operation : null,
       memoryAddress: memory !== null ? memory.address.toString() : null,
+      symbol: describeAddress(details.address),
     };
     try {
       this._sendHandover('crash', crash);
@@ -810,6 +849,24 @@ class AdaAgent {
     return total;
   }
 
+  /*
+   * The inline engine's functions are put back and its stubs stop calling the hot path;
+   * then wait (a little) for threads that were inside the hot path to leave it: this
+   * script, and the hot path with it, is unloaded next.
+   */
+  _leaveInline() {
+    this.inline.unhook();
+    this.inline.detach();
+    const L = this.layout;
+    const deadline = Date.now() + 200;
+    Thread.sleep(0.01);
+    for (let slot = 0; slot < this._registered(); slot++) {
+      const busy = this.threads.add(slot * L['agent.sizeof_thread_state'] + L['agent.thread_busy']);
+      while (busy.readU32() !== 0 && Date.now() < deadline)
+        Thread.sleep(0.001);
+    }
+  }
+
   /* ada stops the recording: it drains what is left, and unloads this script. */
   stopByHost() {
     this.stoppedByHost = true;
@@ -828,6 +885,8 @@ class AdaAgent {
     if (this.hooked) {
       Interceptor.detachAll();
       Interceptor.flush();
+      if (this.inline !== null)
+        this._leaveInline();
       this.hooked = false;
     }
     if (this.cm !== null && this.finiFn === undefined) {

@@ -130,6 +130,7 @@ typedef struct
   guint32 terminate_tid;      /* a thread that called std::terminate inside hooked calls */
   guint32 terminate_depth;    /* ... with this many hooked calls open */
   guint64 terminate_fid;      /* ... the innermost of them */
+  guint64 skipped_events;     /* inline engine: events of hooked calls it could not record */
 } RegionHeader;
 
 typedef struct
@@ -175,6 +176,24 @@ typedef struct
 
 typedef struct
 {
+  guint64 sp;                 /* the call's return address slot: the sp the function entered with */
+  guint64 ret;                /* the real return address, put back when the call returns */
+  guint64 function_id;
+} InlineEntry;
+
+/* The inline engine's shadow stack of one thread slot: every hooked call whose return it
+ * redirected, so the real return address can always be given back. Mapped by the slot's
+ * first thread, kept for its later ones, never unmapped: after ada leaves, the exit stub
+ * still finds a thread's entries here (through inline_key) for calls open until then. */
+typedef struct
+{
+  guint64 len;
+  guint64 capacity;
+  InlineEntry entries[];
+} InlineStack;
+
+typedef struct
+{
   guint32 slot;
   guint32 tid;
   SlotControl * ctl;
@@ -194,6 +213,9 @@ typedef struct
   guint64 shadow_sp[ADA_SHADOW_MAX]; /* sp at entry of each open call, outermost first */
   guint64 shadow_ret[ADA_SHADOW_MAX]; /* its return address (detail lane only) */
   guint64 shadow_fid[ADA_SHADOW_MAX]; /* its function_id (a matched RETURN needs no lookup) */
+  InlineStack * inline_stack; /* the inline engine's (see ada_inline_enter) */
+  guint32 busy;               /* inside ada_inline_enter/leave (a signal handler's calls skip) */
+  guint32 skipped;            /* hooked calls not recorded: busy, or the shadow stack full */
 } ThreadState;
 
 /* Frida's listener function data is several calls away; ic->function is a field. */
@@ -233,6 +255,8 @@ typedef struct
   gint region_fd;             /* the shared memory file, to reserve rings in; -1: none */
   TriggerEntry * triggers;
   FunctionTable * functions;  /* see ada_set_functions */
+  guint64 inline_exit;        /* the inline engine's exit stub; 0: that engine is not in use */
+  gsize inline_key;           /* pthread key: the thread's InlineStack (never deleted) */
 } AdaState;
 
 extern AdaState ada_state;
@@ -325,6 +349,34 @@ ada_load_acquire (volatile guint64 * p)
 {
   return (guint64) g_atomic_pointer_add ((volatile gssize *) p, 0);
 }
+#endif
+
+#if defined (HAVE_I386)
+/*
+ * The frames the inline engine's stubs push (agent/ada_inline_x64.js), as guint64
+ * indexes; ada_layout reports the return slots and the JavaScript checks them. Entry:
+ * rbp r11 r10 rax r9 r8 rcx rdx rsi rdi, then the return address (its slot is the sp
+ * the function entered with). Exit: rbp r11 r10 r9 r8 rdi rsi rcx rdx rax, then the
+ * slot the real return address goes in. Every caller-saved register is kept, vector
+ * ones too (saved apart, below an aligned stack pointer): gcc lets a caller keep values
+ * in registers a callee it knows does not touch, and calls such a callee with the stack
+ * misaligned.
+ */
+# define ADA_ENTRY_RBP 0
+# define ADA_ENTRY_R10 2
+# define ADA_ENTRY_RAX 3
+# define ADA_ENTRY_R9 4
+# define ADA_ENTRY_R8 5
+# define ADA_ENTRY_RCX 6
+# define ADA_ENTRY_RDX 7
+# define ADA_ENTRY_RSI 8
+# define ADA_ENTRY_RDI 9
+# define ADA_ENTRY_RET 10
+# define ADA_EXIT_RBP 0
+# define ADA_EXIT_RDX 8
+# define ADA_EXIT_RAX 9
+# define ADA_EXIT_RET 10
+# define ADA_INLINE_AVAILABLE 1
 #endif
 
 #ifdef ADA_STACK_PTHREAD_ATTR
@@ -429,6 +481,7 @@ ada_init (guint32 pid)
   RegionHeader * h = s->region;
   s->tls_key = gum_tls_key_new ();
   pthread_key_create (&s->exit_key, ada_thread_exit);
+  pthread_key_create (&s->inline_key, NULL);
   s->slots = (SlotControl *) ((guint8 *) h + ADA_SLOTS_OFFSET);
   s->triggers = (TriggerEntry *) ((guint8 *) h + ADA_TRIGGER_OFFSET);
   s->index_rings = (guint8 *) h + h->index_rings_offset;
@@ -621,6 +674,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (terminate_tid);
   ADA_HEADER (terminate_depth);
   ADA_HEADER (terminate_fid);
+  ADA_HEADER (skipped_events);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);
@@ -653,6 +707,15 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_region", ADA_OFFSET (AdaState, region));
   ADA_LAYOUT ("agent.state_threads", ADA_OFFSET (AdaState, threads));
   ADA_LAYOUT ("agent.state_region_fd", ADA_OFFSET (AdaState, region_fd));
+  ADA_LAYOUT ("agent.state_inline_exit", ADA_OFFSET (AdaState, inline_exit));
+  ADA_LAYOUT ("agent.state_inline_key", ADA_OFFSET (AdaState, inline_key));
+  ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
+  ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));
+  ADA_LAYOUT ("agent.sizeof_inline_entry", sizeof (InlineEntry));
+#ifdef ADA_INLINE_AVAILABLE
+  ADA_LAYOUT ("agent.inline_entry_ret", ADA_ENTRY_RET);
+  ADA_LAYOUT ("agent.inline_exit_ret", ADA_EXIT_RET);
+#endif
   return n;
 }
 
@@ -789,7 +852,13 @@ ada_register_thread (void)
   t->detail_cached_tail = 0;
   t->stack_lo = 0;
   t->stack_hi = 0;
-  if (s->detail_mode != ADA_DETAIL_OFF)
+  t->busy = 0;
+  if (t->inline_stack != NULL)  /* mapped by the slot's earlier thread: empty it */
+  {
+    t->inline_stack->len = 0;
+    pthread_setspecific (s->inline_key, t->inline_stack);
+  }
+  if (s->detail_mode != ADA_DETAIL_OFF || s->inline_exit != 0)
     ada_stack_bounds (t);
   /* A freed slot starts over: its rings are empty (the host drained them). */
   c->tid = t->tid;
@@ -971,10 +1040,10 @@ ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 
  * only left out. Returns the bytes written at `out`.
  */
 static guint32
-ada_capture_strings (GumInvocationContext * ic, const guint64 * regs, guint8 * out)
+ada_capture_strings (guint64 a, const guint64 * regs, guint8 * out)
 {
   const FunctionTable * ft = ada_state.functions;
-  guint64 a = (guint64) (gsize) ic->function, mask, i;
+  guint64 mask, i;
   guint32 written = 0, got, len;
   guint8 buf[ADA_MAX_STRING + 1];
 
@@ -1002,6 +1071,32 @@ ada_capture_strings (GumInvocationContext * ic, const guint64 * regs, guint8 * o
   return written;
 }
 
+/* What a detail record keeps of the CPU, from either engine: the eight argument/result
+ * registers in the ATF order (x86_64: rdi rsi rdx rcx r8 r9 rax r10; arm64: x0-x7), fp, sp. */
+typedef struct
+{
+  guint64 regs[8];
+  guint64 fp;
+  guint64 sp;
+} AdaRegs;
+
+static void
+ada_ic_regs (GumInvocationContext * ic, AdaRegs * r)
+{
+  GumCpuContext * c = ic->cpu_context;
+#if defined (HAVE_I386)
+  r->regs[0] = c->rdi; r->regs[1] = c->rsi; r->regs[2] = c->rdx; r->regs[3] = c->rcx;
+  r->regs[4] = c->r8; r->regs[5] = c->r9; r->regs[6] = c->rax; r->regs[7] = c->r10;
+  r->fp = c->rbp;
+  r->sp = c->rsp;
+#else
+  r->regs[0] = c->x[0]; r->regs[1] = c->x[1]; r->regs[2] = c->x[2]; r->regs[3] = c->x[3];
+  r->regs[4] = c->x[4]; r->regs[5] = c->x[5]; r->regs[6] = c->x[6]; r->regs[7] = c->x[7];
+  r->fp = c->fp;
+  r->sp = c->sp;
+#endif
+}
+
 /*
  * One detail record (header, registers, lr, fp, sp, stack window) into the
  * thread's detail ring, linked to index_seq. Returns its detail_seq in
@@ -1011,28 +1106,20 @@ ada_capture_strings (GumInvocationContext * ic, const guint64 * regs, guint8 * o
 /* Not inlined: its record buffer (about 1 KB with the strings) must not grow the stack
  * frame of every hooked call. */
 static __attribute__ ((noinline)) guint32
-ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
-    guint64 function_id, guint32 kind, guint32 index_seq, guint64 return_address)
+ada_write_detail (ThreadState * t, const AdaRegs * r, guint64 function_address,
+    guint64 timestamp, guint64 function_id, guint32 kind, guint32 index_seq,
+    guint64 return_address)
 {
   AdaState * s = &ada_state;
-  GumCpuContext * c = ic->cpu_context;
   guint8 rec[ADA_DETAIL_FIXED + ADA_DETAIL_MAX_STACK + ADA_DETAIL_MAX_STRINGS];
   guint64 * regs = (guint64 *) (rec + 32);
-  guint64 sp;
-  guint32 want = s->stack_bytes, got, total, first, pos, strings = 0;
+  guint64 sp = r->sp;
+  guint32 want = s->stack_bytes, got, total, first, pos, strings = 0, i;
   guint16 flags = 0;
 
-#if defined (HAVE_I386)
-  regs[0] = c->rdi; regs[1] = c->rsi; regs[2] = c->rdx; regs[3] = c->rcx;
-  regs[4] = c->r8; regs[5] = c->r9; regs[6] = c->rax; regs[7] = c->r10;
-  *(guint64 *) (rec + 104) = c->rbp;
-  sp = c->rsp;
-#else
-  regs[0] = c->x[0]; regs[1] = c->x[1]; regs[2] = c->x[2]; regs[3] = c->x[3];
-  regs[4] = c->x[4]; regs[5] = c->x[5]; regs[6] = c->x[6]; regs[7] = c->x[7];
-  *(guint64 *) (rec + 104) = c->fp;
-  sp = c->sp;
-#endif
+  for (i = 0; i < 8; i++)
+    regs[i] = r->regs[i];
+  *(guint64 *) (rec + 104) = r->fp;
   *(guint64 *) (rec + 96) = return_address;
   *(guint64 *) (rec + 112) = sp;
 
@@ -1052,7 +1139,7 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
   total = ADA_DETAIL_FIXED + got;
   if (kind == ADA_EVENT_CALL)
   {
-    strings = ada_capture_strings (ic, regs, rec + total);
+    strings = ada_capture_strings (function_address, regs, rec + total);
     if (strings != 0)
       flags |= ADA_FLAG_STRINGS;
     total += strings;
@@ -1089,8 +1176,8 @@ ada_write_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
  * to an index event that was dropped), then the detail record, then the
  * index event carrying its link. */
 static void
-ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timestamp,
-    guint64 function_id, guint32 kind, guint32 depth, guint64 return_address)
+ada_emit_with_detail (ThreadState * t, const AdaRegs * r, guint64 function_address,
+    guint64 timestamp, guint64 function_id, guint32 kind, guint32 depth, guint64 return_address)
 {
   guint32 detail_seq;
   if (t->head - t->cached_tail >= ada_state.index_capacity &&
@@ -1099,8 +1186,8 @@ ada_emit_with_detail (ThreadState * t, GumInvocationContext * ic, guint64 timest
     t->ctl->drops++;
     return;
   }
-  detail_seq = ada_write_detail (t, ic, timestamp, function_id, kind, (guint32) t->head,
-      return_address);
+  detail_seq = ada_write_detail (t, r, function_address, timestamp, function_id, kind,
+      (guint32) t->head, return_address);
   ADA_EMIT (t, timestamp, function_id, kind, depth, detail_seq);
 }
 
@@ -1141,6 +1228,7 @@ ada_on_enter (GumInvocationContext * ic)
   else
   {
     guint64 ret = ADA_ENTRY_RETURN_ADDRESS (ic);
+    AdaRegs r;
     if (t->shadow_len < ADA_SHADOW_MAX)
     {
       t->shadow_ret[t->shadow_len] = ret;
@@ -1151,7 +1239,8 @@ ada_on_enter (GumInvocationContext * ic)
     {
       t->depth_extra++;
     }
-    ada_emit_with_detail (t, ic, now, fid, ADA_EVENT_CALL,
+    ada_ic_regs (ic, &r);
+    ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid, ADA_EVENT_CALL,
         depth, ret);
   }
 }
@@ -1204,12 +1293,196 @@ ada_on_leave (GumInvocationContext * ic)
   }
   else
   {
+    AdaRegs r;
     if (!matched)  /* no matching entry (deep recursion, tail call): ask Frida */
       ret = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
-    ada_emit_with_detail (t, ic, now, fid,
+    ada_ic_regs (ic, &r);
+    ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid,
         ADA_EVENT_RETURN, depth, ret);
   }
 }
+
+#ifdef ADA_INLINE_AVAILABLE
+/*
+ * The inline hook engine (--hook-engine inline; the stubs are written by
+ * agent/ada_inline_x64.js). A hooked function's first instructions jump to its
+ * entry stub, which saves the argument registers, calls ada_inline_enter, restores
+ * them and runs the relocated first instructions. ada_inline_enter records the CALL,
+ * pushes (sp, return address, function_id) on the thread's inline shadow stack and
+ * points the return address at the one exit stub, which calls ada_inline_leave: it
+ * records the RETURN and hands back the real return address to return to.
+ * The frames the stubs save: see ADA_ENTRY_RET.
+ */
+
+extern gpointer mmap (gpointer addr, gsize len, int prot, int flags, int fd, gint64 offset);
+extern void abort (void);
+
+/* Reserved, not committed: pages are touched only as deep as calls nest (24 MB of
+ * address space per thread slot for a million nested calls). */
+#define ADA_INLINE_STACK_ENTRIES (1 << 20)
+
+static gboolean
+ada_inline_stack (ThreadState * t)
+{
+  gpointer p;
+
+  if (t->inline_stack != NULL)
+    return TRUE;
+  p = mmap (NULL, sizeof (InlineStack) + (gsize) ADA_INLINE_STACK_ENTRIES * sizeof (InlineEntry),
+      3 /* rw */, ADA_ANON_MAP_FLAGS, -1, 0);
+  if (p == (gpointer) (gssize) -1)
+    return FALSE;
+  t->inline_stack = p;
+  t->inline_stack->capacity = ADA_INLINE_STACK_ENTRIES;
+  pthread_setspecific (ada_state.inline_key, p);
+  return TRUE;
+}
+
+/* Both on the thread's own stack, or both off it (a signal handler on an alternate
+ * stack): only then does a lower sp mean a deeper frame. */
+static gboolean
+ada_same_stack (const ThreadState * t, guint64 a, guint64 b)
+{
+  gboolean in_a = a >= t->stack_lo && a < t->stack_hi;
+  gboolean in_b = b >= t->stack_lo && b < t->stack_hi;
+  return t->stack_hi == 0 || in_a == in_b;
+}
+
+static void
+ada_count (volatile guint64 * counter, gssize n)
+{
+  g_atomic_pointer_add ((volatile gssize *) counter, n);
+}
+
+void
+ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
+{
+  AdaState * s = &ada_state;
+  guint64 now, sp = (guint64) (gsize) &frame[ADA_ENTRY_RET], ret = frame[ADA_ENTRY_RET];
+  ThreadState * t;
+  InlineStack * st;
+  InlineEntry * e;
+  guint64 n, left = 0;
+
+  ADA_NOW (now);
+  ADA_THREAD (t);
+  if (t->overflowed)
+  {
+    ada_count (&s->region->overflow_events, 2);
+    return;
+  }
+  /* Busy: a signal handler interrupted this thread inside ada_inline_enter/leave, whose
+   * ring and stack writes are half done. Its call runs unrecorded (counted). */
+  if (t->busy || !ada_inline_stack (t))
+  {
+    ada_count (&s->region->skipped_events, 2);
+    return;
+  }
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  st = t->inline_stack;
+  /* Calls at or below this sp (on the same stack) were left without a return: a
+   * longjmp, or a tail call out of a hooked function, whose return address is
+   * already the exit stub: its caller's real one is in the entry left. */
+  n = st->len;
+  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp))
+  {
+    n--;
+    left++;
+    if (st->entries[n].sp == sp && ret == s->inline_exit)
+      ret = st->entries[n].ret;
+  }
+  if (left != 0)
+    ada_count (&s->region->unwound_calls, (gssize) left);
+  if (n >= st->capacity || ret == s->inline_exit)
+  {
+    st->len = n;
+    ada_count (&s->region->skipped_events, 2);
+    ADA_COMPILER_BARRIER ();
+    t->busy = 0;
+    return;
+  }
+  e = &st->entries[n];
+  e->sp = sp;
+  e->ret = ret;
+  e->function_id = function_id;
+  ADA_COMPILER_BARRIER ();
+  st->len = n + 1;
+  frame[ADA_ENTRY_RET] = s->inline_exit;
+  if (s->detail_mode == ADA_DETAIL_OFF)
+  {
+    ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n, ADA_NO_DETAIL);
+  }
+  else
+  {
+    AdaRegs r;
+    r.regs[0] = frame[ADA_ENTRY_RDI]; r.regs[1] = frame[ADA_ENTRY_RSI];
+    r.regs[2] = frame[ADA_ENTRY_RDX]; r.regs[3] = frame[ADA_ENTRY_RCX];
+    r.regs[4] = frame[ADA_ENTRY_R8]; r.regs[5] = frame[ADA_ENTRY_R9];
+    r.regs[6] = frame[ADA_ENTRY_RAX]; r.regs[7] = frame[ADA_ENTRY_R10];
+    r.fp = frame[ADA_ENTRY_RBP];
+    r.sp = sp;
+    ada_emit_with_detail (t, &r, function_address, now, function_id, ADA_EVENT_CALL,
+        (guint32) n, ret);
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+}
+
+/* Returns the address the hooked call really returns to (the exit stub jumps there). */
+guint64
+ada_inline_leave (guint64 * frame)
+{
+  AdaState * s = &ada_state;
+  guint64 now, sp = (guint64) (gsize) &frame[ADA_EXIT_RET], ret, fid, n, i;
+  ThreadState * t;
+  InlineStack * st;
+
+  ADA_NOW (now);
+  t = gum_tls_key_get_value (s->tls_key);
+  if (t == NULL || t->inline_stack == NULL)
+    abort ();  /* a redirected return with no record of it: nowhere to go back to */
+  st = t->inline_stack;
+  /* The entry of this call; any above it were left without a return (longjmp). */
+  n = st->len;
+  for (i = n; i > 0 && st->entries[i - 1].sp != sp; i--)
+    ;
+  if (i == 0)
+    abort ();
+  ret = st->entries[i - 1].ret;
+  fid = st->entries[i - 1].function_id;
+  if (n > i)
+    ada_count (&s->region->unwound_calls, (gssize) (n - i));
+  if (t->busy)
+  {
+    st->len = i - 1;
+    ada_count (&s->region->skipped_events, 1);
+    return ret;
+  }
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  st->len = i - 1;
+  if (s->detail_mode == ADA_DETAIL_OFF)
+  {
+    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ADA_NO_DETAIL);
+  }
+  else
+  {
+    AdaRegs r;
+    guint32 k;
+    for (k = 0; k < 8; k++)
+      r.regs[k] = 0;
+    r.regs[2] = frame[ADA_EXIT_RDX];
+    r.regs[6] = frame[ADA_EXIT_RAX];
+    r.fp = frame[ADA_EXIT_RBP];
+    r.sp = sp;
+    ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ret);
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+  return ret;
+}
+#endif
 
 /*
  * std::terminate was called. With hooked calls open on this thread, that is
@@ -1221,12 +1494,17 @@ ada_on_terminate (GumInvocationContext * ic)
 {
   RegionHeader * h = ada_state.region;
   ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+  guint32 inline_len;
 
   (void) ic;
-  if (t == NULL || t->overflowed || t->shadow_len + t->depth_extra == 0)
+  if (t == NULL || t->overflowed)
     return;
-  h->terminate_depth = t->shadow_len + t->depth_extra;
-  h->terminate_fid = t->shadow_len > 0 ? t->shadow_fid[t->shadow_len - 1] : 0;
+  inline_len = t->inline_stack != NULL ? (guint32) t->inline_stack->len : 0;
+  if (t->shadow_len + t->depth_extra + inline_len == 0)
+    return;
+  h->terminate_depth = t->shadow_len + t->depth_extra + inline_len;
+  h->terminate_fid = inline_len > 0 ? t->inline_stack->entries[inline_len - 1].function_id
+      : t->shadow_len > 0 ? t->shadow_fid[t->shadow_len - 1] : 0;
   h->terminate_tid = t->tid;
 }
 

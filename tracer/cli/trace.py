@@ -88,6 +88,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "toolchains): external runs the target system's gcc -O2 (faster code), "
                    "internal uses Frida's built-in TinyCC; auto tries external on the local "
                    "device and falls back to internal, internal elsewhere")
+    g.add_argument("--hook-engine", choices=("frida", "inline"), default="frida",
+                   help="how functions are hooked: frida uses Frida's Interceptor; inline "
+                   "patches each function with ada's own entry and exit stubs (x86_64 only, "
+                   "several times cheaper per call); a function it cannot patch safely falls "
+                   "back to the Interceptor, and ada says which")
     g.add_argument("--no-follow-children", action="store_true",
                    help="leave the processes the target forks untraced (by default each is "
                    "recorded into its own pid_N/ beside the target's, and a new image after "
@@ -196,6 +201,7 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
         pre_roll_buffer_mb=args.pre_roll_buffer_mb, triggers=args.triggers or [],
         trigger_at_ms=args.trigger_at_ms, transport=args.transport,
         clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
+        hook_engine=args.hook_engine,
         detail_io=args.detail_io, follow_children=not args.no_follow_children,
         string_args=partial(string_arg_slots, symbols=args.symbols))
 

@@ -298,6 +298,7 @@ class Drain(threading.Thread):
             "overflow_threads": rings.overflow_threads, "overflow_events": rings.overflow_events,
             "unbacked_threads": rings.header("unbacked_threads"),
             "unwound_calls": rings.header("unwound_calls"),
+            "skipped_events": rings.header("skipped_events"),
             "terminate": None if rings.header("terminate_tid") == 0 else {
                 "thread_id": rings.header("terminate_tid"),
                 "open_calls": rings.header("terminate_depth"),

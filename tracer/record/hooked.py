@@ -29,21 +29,32 @@ class HookedFunctions:
         self.functions: list[dict[str, Any]] = []
         self.triggers: dict[int, dict[str, Any]] = {}  # trigger id -> the agent's entry
         self.failures: list[dict[str, Any]] = []
+        # functions the inline engine left to Frida's Interceptor ({name, module, reason})
+        self.fallbacks: list[dict[str, Any]] = []
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
 
     def add(self, functions: list[dict[str, Any]], triggers: list[dict[str, Any]],
-            failures: list[dict[str, Any]], hits: list[int]) -> None:
-        """A batch the agent found (and hooked, but for `failures`)."""
+            failures: list[dict[str, Any]], hits: list[int],
+            fallbacks: list[dict[str, Any]] | None = None) -> None:
+        """A batch the agent found (and hooked, but for `failures`; `fallbacks` by Frida's
+        Interceptor instead of the inline engine)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
             use = "use as a trigger" if f.get("trigger") else "hook"
             self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
                       f"{f['reason']}; the other functions are traced")
+        if fallbacks:
+            shown = ", ".join(f"{f['name']} ({f['reason']})" for f in fallbacks[:5])
+            more = f" and {len(fallbacks) - 5} more (listed in the manifest)" \
+                if len(fallbacks) > 5 else ""
+            self.warn(f"{len(fallbacks)} function(s) hooked by Frida's Interceptor instead of "
+                      f"inline: {shown}{more}")
         with self._lock:
             self.functions.extend(functions)
             self.triggers.update({int(t["triggerId"], 16): t for t in triggers})
             self.failures.extend(failures)
+            self.fallbacks.extend(fallbacks or [])
             self.hits = list(hits)
 
     def unload(self, path: str, base: str, removed_ns: int) -> None:
@@ -72,4 +83,5 @@ class HookedFunctions:
         """Copies for the manifest."""
         with self._lock:
             return {"functions": list(self.functions), "failures": list(self.failures),
+                    "fallbacks": list(self.fallbacks),
                     "unloaded": list(self.unloaded)}

@@ -59,6 +59,7 @@ class TraceOptions:
     transport: str = "auto"  # "auto", "shm" (local mapping) or "rpc" (pulled over Frida)
     clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
     toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
+    hook_engine: str = "frida"  # "frida" (Frida's Interceptor) or "inline" (ada's own stubs)
     detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO
     follow_children: bool = True  # record forked children and exec'd images (recording.py)
     # With the detail lane: which argument registers of the functions found hold C strings

@@ -32,7 +32,7 @@ from .transport import PULL_FORMAT, RpcMirror
 ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
 
 
-AGENT_SCRIPTS = ("ada_selection.js", "ada_agent.js")  # one script, in this order
+AGENT_SCRIPTS = ("ada_selection.js", "ada_inline_x64.js", "ada_agent.js")  # one script, in order
 
 
 def agent_sources() -> tuple[str, str]:
@@ -74,6 +74,7 @@ class Pipeline:
         _, c_source = agent_sources()
         facts = api.init({
             "source": c_source, "toolchain": toolchain, "clockSource": o.clock_source,
+            "hookEngine": o.hook_engine,
             "shmPath": str(self.region.path) if self.region else None, "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
             "detailCapacity": g.detail_capacity, "detailMode": DETAIL_MODE_CODES[o.detail],

@@ -136,7 +136,7 @@ class Recorder:
                 self._late_functions.append(payload["functions"])  # strings: see check()
                 self.wake()
                 self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
-                                payload["hits"])
+                                payload["hits"], payload.get("fallbacks"))
                 self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
                           + (f" and {len(payload['triggers'])} trigger(s)"
                              if payload["triggers"] else ""))
@@ -251,7 +251,8 @@ class Recorder:
         self._check_matches(found)
         self._string_args(found["functions"])
         hooked = api.hook()
-        self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"])
+        self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"],
+                        hooked.get("fallbacks"))
         if found["functions"] and hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
         refused = sum(1 for f in hooked["failures"] if not f.get("trigger"))
@@ -335,7 +336,7 @@ class Recorder:
         # Dropped: events lost to full rings (drop policy, or a silent drain) and the events of
         # threads that found no free ring (--max-threads).
         drops = (sum(c.drops + c.detail_drops for c in counts)
-                 + drain.rings.overflow_events
+                 + drain.rings.overflow_events + drain.rings.header("skipped_events")
                  + (drain.unwritten() if drain.failed.is_set() else 0))
         return Progress(elapsed, stats.events, stats.threads, drops, stats.detail_bytes,
                         len(flight.windows) if flight else 0,

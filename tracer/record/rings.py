@@ -39,7 +39,7 @@ def _struct(size: int, fields: list[tuple[str, str, int]]) -> np.dtype:
 
 
 # RegionHeader (agent/ada_hooks.c): the fields the host or the agent's JavaScript touch.
-REGION_HEADER = _struct(192, [
+REGION_HEADER = _struct(200, [
     ("max_threads", "<u4", 12), ("index_capacity", "<u4", 16), ("detail_capacity", "<u4", 20),
     ("registered", "<u4", 24), ("overflow_threads", "<u4", 28), ("overflow_events", "<u8", 32),
     ("policy", "<u4", 40), ("stop", "<u4", 44), ("heartbeat_ns", "<u8", 48),
@@ -51,7 +51,7 @@ REGION_HEADER = _struct(192, [
     ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160),
     ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
     ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
-    ("terminate_fid", "<u8", 184)])
+    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192)])
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
 SLOT_CONTROL = _struct(256, [
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),

@@ -1,0 +1,318 @@
+'use strict';
+/*
+ * ada's inline hook engine, x86_64 part (--hook-engine inline). The platform-neutral
+ * half is in ada_hooks.c (ada_inline_enter / ada_inline_leave); an arm64 port is a
+ * file like this one (see docs/recording.md, "The inline hook engine").
+ *
+ * Per hooked function, in pages ada maps near it (a 5-byte jmp reaches them):
+ *   entry stub   push every caller-saved register and rbp, align the stack, save
+ *                xmm0-15, call ada_inline_enter (function_id, frame, address), restore,
+ *                then fall into
+ *   trampoline   the function's first instructions, relocated (X86Relocator), and a
+ *                jmp back to the rest of the function.
+ * The function's first instructions become `jmp entry stub` (Memory.patchCode).
+ * One exit stub serves every function: a redirected return lands there; it saves the
+ * same registers, calls ada_inline_leave, which gives the real return address, and
+ * returns to it. All caller-saved registers, not just the arguments and results: gcc
+ * (-fipa-ra) keeps a caller's values in registers a callee it knows leaves alone, and
+ * (stack alignment propagation) calls such a callee with the stack misaligned.
+ *
+ * The stubs reach the C code through a vector in a page of their own (enter, leave).
+ * When ada leaves, the vector is pointed at code written here that needs nothing of
+ * the agent (enter: do nothing; leave: pop the thread's shadow-stack entry, found
+ * through the pthread key the hot path set, and return there), and the pages are never
+ * unmapped: a thread still inside a hooked function returns safely after ada is gone.
+ */
+
+const PAGE_RX = 5;        /* PROT_READ | PROT_EXEC */
+const PAGE_RW = 3;
+const ARENA_BYTES = 256 * 1024;
+const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jmp back */
+const JMP_BYTES = 5;      /* jmp rel32 */
+const NEAR = 0x7ff00000;  /* a rel32 jump's reach, with room to spare */
+const ENDBR64 = [0xf3, 0x0f, 0x1e, 0xfa];
+/* push orders (ada_hooks.c reads the frames: ADA_ENTRY_*, ADA_EXIT_*) */
+const ENTRY_SAVED = ['rdi', 'rsi', 'rdx', 'rcx', 'r8', 'r9', 'rax', 'r10', 'r11', 'rbp'];
+const EXIT_SAVED = ['rax', 'rdx', 'rcx', 'rsi', 'rdi', 'r8', 'r9', 'r10', 'r11', 'rbp'];
+const ENTRY_RET = ENTRY_SAVED.length;  /* frame index of the return address */
+const EXIT_RET = EXIT_SAVED.length;
+const XMM_BYTES = 16 * 16;
+
+/* movdqu [rsp + disp], xmmN (store) or movdqu xmmN, [rsp + disp] (load), N < 16 */
+function movdquRsp(store, n, disp) {
+  const bytes = [0xf3];
+  if (n >= 8)
+    bytes.push(0x44);  /* REX.R */
+  bytes.push(0x0f, store ? 0x7f : 0x6f);
+  if (disp < 128)
+    return bytes.concat([0x44 | ((n & 7) << 3), 0x24, disp]);
+  return bytes.concat([0x84 | ((n & 7) << 3), 0x24, disp & 0xff, (disp >> 8) & 0xff, 0, 0]);
+}
+
+/* Every vector register to (store) or from the aligned area at rsp. */
+function putVectors(w, store) {
+  for (let i = 0; i < 16; i++)
+    w.putBytes(movdquRsp(store, i, 16 * i));
+}
+
+class InlineHooksX64 {
+  /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
+  constructor(cm, layout, state, mapFlags) {
+    if (layout['agent.inline_entry_ret'] !== ENTRY_RET || layout['agent.inline_exit_ret'] !== EXIT_RET)
+      throw new Error('ada_hooks.c and ada_inline_x64.js disagree on the inline stub frames');
+    this.layout = layout;
+    this.mapFlags = mapFlags;
+    this.mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    this.munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int',
+      ['pointer', 'size_t']);
+    this.arenas = [];
+    this.hooks = [];   /* {target, original bytes} of every patched function */
+    this.vector = this._map(NULL, Process.pageSize, PAGE_RW);
+    this.vector.writePointer(cm.ada_inline_enter);
+    this.vector.add(8).writePointer(cm.ada_inline_leave);
+    this.exitStub = this._writeExitStub();
+    this.detached = this._writeDetachedCode(state);
+    state.add(layout['agent.state_inline_exit']).writePointer(this.exitStub);
+  }
+
+  _map(hint, size, prot) {
+    const p = this.mmap(hint, size, prot, this.mapFlags & ~0x4000, -1, 0);  /* no NORESERVE */
+    if (p.equals(ptr(-1)))
+      throw new Error(`cannot map ${size} bytes for the inline hooks`);
+    return p;
+  }
+
+  /* `size` bytes of code space within a rel32 jump of `near` (null: anywhere). */
+  _take(near, size) {
+    const fits = a => a.used + size <= a.size &&
+      (near === null || (this._reaches(near, a.base) && this._reaches(near, a.base.add(a.size))));
+    let arena = this.arenas.find(fits);
+    if (arena === undefined) {
+      arena = this._newArena(near);
+      if (arena === null)
+        return null;
+    }
+    const at = arena.base.add(arena.used);
+    arena.used += size;
+    return at;
+  }
+
+  _reaches(from, to) {
+    const d = to.compare(from) >= 0 ? to.sub(from) : from.sub(to);
+    return d.compare(ptr(NEAR)) < 0;
+  }
+
+  /* Pages within reach of `near`: mmap with hints below the module, then above it. */
+  _newArena(near) {
+    const tries = near === null ? [NULL] : [];
+    if (near !== null) {
+      const base = near.and(ptr(0xffff).not());
+      for (let k = 1; k <= 32; k++) {
+        tries.push(base.sub(k * 0x1000000));
+        tries.push(base.add(k * 0x1000000));
+      }
+    }
+    for (const hint of tries) {
+      if (near !== null && hint.compare(ptr(0x10000)) < 0)
+        continue;
+      const p = this.mmap(hint, ARENA_BYTES, PAGE_RX, this.mapFlags & ~0x4000, -1, 0);
+      if (p.equals(ptr(-1)))
+        continue;
+      if (near !== null && !(this._reaches(near, p) && this._reaches(near, p.add(ARENA_BYTES)))) {
+        this.munmap(p, ARENA_BYTES);
+        continue;
+      }
+      const arena = { base: p, size: ARENA_BYTES, used: 0 };
+      this.arenas.push(arena);
+      return arena;
+    }
+    return null;
+  }
+
+  _writeExitStub() {
+    const size = 384;
+    const at = this._take(null, size);
+    const vector = this.vector;
+    Memory.patchCode(at, size, code => {
+      const w = new X86Writer(code, { pc: at });
+      w.putPushReg('rax');  /* the slot the real return address goes in */
+      for (const reg of EXIT_SAVED)
+        w.putPushReg(reg);
+      w.putMovRegReg('rdi', 'rsp');  /* the frame */
+      w.putMovRegReg('rbp', 'rsp');
+      w.putAndRegU32('rsp', 0xfffffff0);
+      w.putSubRegImm('rsp', XMM_BYTES);
+      putVectors(w, true);
+      w.putMovRegAddress('rax', vector);
+      w.putCallRegOffsetPtr('rax', 8);
+      w.putMovRegOffsetPtrReg('rbp', 8 * EXIT_RET, 'rax');
+      putVectors(w, false);
+      w.putMovRegReg('rsp', 'rbp');
+      for (const reg of [...EXIT_SAVED].reverse())
+        w.putPopReg(reg);
+      w.putRet();
+      w.flush();
+      if (w.offset > size)
+        throw new Error('inline exit stub overflows its space');
+    });
+    return at;
+  }
+
+  /*
+   * What the vector points at once ada has left: enter does nothing (a thread that
+   * was inside an entry stub as the function was restored runs it unrecorded); leave
+   * pops the thread's entry (pthread_getspecific(inline_key), no agent code) and
+   * returns the real return address.
+   */
+  _writeDetachedCode(state) {
+    const size = 160;
+    const at = this._take(null, size);
+    const key = state.add(this.layout['agent.state_inline_key']).readU32();
+    const getspecific = Module.getGlobalExportByName('pthread_getspecific');
+    const entries = this.layout['agent.inline_stack_entries'];
+    const entrySize = this.layout['agent.sizeof_inline_entry'];
+    if (entrySize !== 24)
+      throw new Error('inline shadow stack entries are not 24 bytes');
+    Memory.patchCode(at, size, code => {
+      const w = new X86Writer(code, { pc: at });
+      w.putRet();  /* enter */
+      w.putPadding(15);
+      w.putPushReg('rbx');  /* leave (frame in rdi; the exit stub aligned the stack) */
+      w.putPushReg('r12');
+      w.putSubRegImm('rsp', 8);
+      w.putMovRegReg('rbx', 'rdi');
+      w.putMovRegU32('edi', key);
+      w.putMovRegAddress('rax', getspecific);
+      w.putCallReg('rax');
+      w.putTestRegReg('rax', 'rax');
+      w.putJccNearLabel('je', 'fail', 'no-hint');
+      w.putLeaRegRegOffset('rdx', 'rbx', 8 * EXIT_RET);  /* the call's sp */
+      w.putMovRegRegOffsetPtr('rcx', 'rax', 0);  /* len */
+      w.putLabel('next');
+      w.putTestRegReg('rcx', 'rcx');
+      w.putJccNearLabel('je', 'fail', 'no-hint');
+      w.putMovRegReg('r8', 'rcx');
+      w.putShlRegU8('r8', 3);
+      w.putMovRegReg('r9', 'r8');
+      w.putAddRegReg('r8', 'r9');
+      w.putAddRegReg('r8', 'r9');  /* 24 * rcx */
+      w.putAddRegReg('r8', 'rax');
+      w.putAddRegImm('r8', entries - entrySize);  /* &entries[rcx - 1] */
+      w.putSubRegImm('rcx', 1);
+      w.putCmpRegOffsetPtrReg('r8', 0, 'rdx');
+      w.putJccShortLabel('jne', 'next', 'no-hint');
+      w.putMovRegPtrReg('rax', 'rcx');  /* len = index of this entry */
+      w.putMovRegRegOffsetPtr('rax', 'r8', 8);  /* its real return address */
+      w.putAddRegImm('rsp', 8);
+      w.putPopReg('r12');
+      w.putPopReg('rbx');
+      w.putRet();
+      w.putLabel('fail');
+      w.putMovRegAddress('rax', Module.getGlobalExportByName('abort'));
+      w.putCallReg('rax');
+      w.flush();
+      if (w.offset > size)
+        throw new Error('inline detached code overflows its space');
+    });
+    return { enter: at, leave: at.add(16) };
+  }
+
+  /*
+   * Hook the function at `address`; null when done, else why it cannot be (the caller
+   * falls back to Frida's Interceptor).
+   */
+  hook(address, functionId) {
+    let target = address;
+    if (ENDBR64.every((b, i) => target.add(i).readU8() === b))
+      target = target.add(ENDBR64.length);  /* the landing pad stays: indirect calls need it */
+    const length = this._prologueLength(target);
+    if (typeof length === 'string')
+      return length;
+    const stub = this._take(target, STUB_BYTES);
+    if (stub === null)
+      return 'no memory within a jump of it';
+    const vector = this.vector;
+    let fits = true;
+    Memory.patchCode(stub, STUB_BYTES, code => {
+      const w = new X86Writer(code, { pc: stub });
+      for (const reg of ENTRY_SAVED)
+        w.putPushReg(reg);
+      w.putMovRegReg('rsi', 'rsp');  /* the frame */
+      w.putMovRegReg('rbp', 'rsp');
+      w.putAndRegU32('rsp', 0xfffffff0);
+      w.putSubRegImm('rsp', XMM_BYTES);
+      putVectors(w, true);
+      w.putMovRegU64('rdi', uint64(functionId));
+      w.putMovRegAddress('rdx', address);
+      w.putMovRegAddress('rax', vector);
+      w.putCallRegOffsetPtr('rax', 0);
+      putVectors(w, false);
+      w.putMovRegReg('rsp', 'rbp');
+      for (const reg of [...ENTRY_SAVED].reverse())
+        w.putPopReg(reg);
+      const r = new X86Relocator(target, w);
+      let n = 0;
+      do
+        n = r.readOne();
+      while (n < length && n !== 0);
+      r.writeAll();
+      if (!r.eoi)
+        w.putJmpAddress(target.add(n));
+      w.flush();
+      fits = w.offset <= STUB_BYTES;
+    });
+    if (!fits)
+      throw new Error(`inline stub for ${address} overflows its space`);
+    const original = target.readByteArray(length);
+    Memory.patchCode(target, length, code => {
+      const w = new X86Writer(code, { pc: target });
+      w.putJmpAddress(stub);
+      w.putNopPadding(length - JMP_BYTES);
+      w.flush();
+    });
+    this.hooks.push({ target, original });
+    return null;
+  }
+
+  /*
+   * How many bytes of whole instructions make room for the jmp, or why there are not
+   * enough: the function ends first (too short), or an instruction cannot move (a
+   * call or system call would return into the relocated copy).
+   */
+  _prologueLength(target) {
+    const scratch = Memory.alloc(256);
+    const w = new X86Writer(scratch);
+    const r = new X86Relocator(target, w);
+    let n = 0;
+    try {
+      while (n < JMP_BYTES) {
+        const next = r.readOne();
+        if (next === 0)
+          return `too short to hook inline (${n} bytes before it ends)`;
+        const insn = r.input;
+        if (next < JMP_BYTES && /^(call|syscall|sysenter|int)/.test(insn.mnemonic))
+          return `its first instructions cannot move (${insn.mnemonic} at +${n})`;
+        n = next;
+        if (r.eoi && n < JMP_BYTES)
+          return `too short to hook inline (${n} bytes)`;
+      }
+    } finally {
+      r.dispose();
+      w.dispose();
+    }
+    return n;
+  }
+
+  /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
+  unhook() {
+    for (const h of this.hooks.splice(0))
+      Memory.patchCode(h.target, h.original.byteLength, code => code.writeByteArray(h.original));
+  }
+
+  /* The stubs stop calling the agent (see _writeDetachedCode). */
+  detach() {
+    this.vector.writePointer(this.detached.enter);
+    this.vector.add(8).writePointer(this.detached.leave);
+  }
+}
