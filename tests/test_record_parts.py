@@ -474,7 +474,7 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
                                                     (1, 602, 6, 0, False, 2)]
     assert m["drops"] == {"policy": "wait", "index": 2, "waits": 0, "wait_ms": 0.0,
                           "overflow_threads": 0, "overflow_events": 0, "max_threads": 1024,
-                          "unbacked_threads": 0, "unwritten_events": 0}
+                          "unbacked_threads": 0, "unwritten_events": 0, "skipped_events": 0}
     assert [(x["module_id"], x["name"], x["added_ns"]) for x in m["modules"]] == [
         (0, "demo", 500), (1, "libc.so.6", 700)]
     assert [(x["function_id"], x["name"], x["added_ns"]) for x in m["symbols"]] == [
@@ -633,10 +633,12 @@ def test_the_end_reason_follows_the_agent_s_last_words():
 
 def test_losses_count_every_kind_and_an_unknown_count_is_a_loss():
     summary = {"index_drops": 1, "overflow_events": 2, "detail_drops": 3, "unwritten_events": 4,
-               "unbacked_threads": 0, "unwound_calls": 0, "terminate": None}
+               "skipped_events": 7, "unbacked_threads": 0, "unwound_calls": 0,
+               "terminate": None}
     lost, said = losses(summary, (5, 6))
-    assert lost == 21 and len(said) == 2
-    clean = dict(summary, index_drops=0, overflow_events=0, detail_drops=0, unwritten_events=0)
+    assert lost == 28 and len(said) == 3 and "7 event(s) of hooked calls" in said[2]
+    clean = dict(summary, index_drops=0, overflow_events=0, detail_drops=0, unwritten_events=0,
+                 skipped_events=0)
     assert losses(clean, (0, 0)) == (0, [])
     assert losses(clean, None)[0] == 1
     effects = side_effects(dict(clean, unbacked_threads=2, unwound_calls=9, terminate={

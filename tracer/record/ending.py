@@ -86,12 +86,12 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
     if summary["unwritten_events"]:
         warnings.append(f"{summary['unwritten_events']:,} event(s) were left in the rings when "
                         "the recording stopped, unwritten")
-    if summary.get("skipped_events"):
+    if summary["skipped_events"]:
         warnings.append(f"{summary['skipped_events']:,} event(s) of hooked calls went unrecorded "
                         "by the inline engine: calls made by a signal handler that interrupted "
                         "ada's own code, or nested past its million-call shadow stack")
     lost = (summary["index_drops"] + summary["overflow_events"] + summary["detail_drops"]
-            + summary.get("skipped_events", 0)
+            + summary["skipped_events"]
             + summary["unwritten_events"] + (sum(undelivered) if undelivered else 1))
     return lost, warnings
 
