@@ -527,7 +527,7 @@ class AdaAgent {
     Process.setExceptionHandler(details => this._onException(details));
     this._attachExitHooks();
     for (const module of Process.enumerateModules())
-      this._watchTerminate(module);
+      this._watchRuntime(module);
     const result = this._attach(this.initial.functions, this.initial.triggers);
     this.initial = null;
     this.hooked = true;
@@ -549,7 +549,7 @@ class AdaAgent {
       return;
     }
     this.seen.add(key);
-    this._watchTerminate(module);
+    this._watchRuntime(module);
     const names = moduleNames(module);
     const functions = this._adopt(module, names, this.selection.functionsIn(module, names.names),
                                   this._clockNs());
@@ -562,14 +562,31 @@ class AdaAgent {
            fallbacks, hits: this.selection.hits });
   }
 
-  /* std::terminate, where a C++ runtime defines it (ada_on_terminate says why). */
-  _watchTerminate(module) {
-    const address = module.findExportByName('_ZSt9terminatev');
-    if (address === null)
-      return;
-    try {
-      Interceptor.attach(address, { onEnter: this.cm.ada_on_terminate });
-    } catch (e) {
+  /*
+   * std::terminate, where a C++ runtime defines it (ada_on_terminate says why); with the
+   * inline engine, the unwinder's entry points and __cxa_begin_catch too (see
+   * ada_inline_unwinding in ada_hooks.c: an exception unwinds through hooked calls).
+   * Not _Unwind_Backtrace: a backtrace stops at the first hooked call, as with Frida's
+   * Interceptor.
+   */
+  _watchRuntime(module) {
+    /* Probes (a C function, not {onEnter}): Frida then leaves the return address alone,
+     * which an unwinder starting in that very function needs. */
+    const hooks = [['_ZSt9terminatev', this.cm.ada_on_terminate]];
+    if (this.inline !== null) {
+      for (const name of ['_Unwind_RaiseException', '_Unwind_Resume', '_Unwind_Resume_or_Rethrow',
+                          '_Unwind_ForcedUnwind'])
+        hooks.push([name, this.cm.ada_inline_unwinding]);
+      hooks.push(['__cxa_begin_catch', this.cm.ada_inline_caught]);
+    }
+    for (const [name, callbacks] of hooks) {
+      const address = module.findExportByName(name);
+      if (address === null)
+        continue;
+      try {
+        Interceptor.attach(address, callbacks);
+      } catch (e) {
+      }
     }
   }
 

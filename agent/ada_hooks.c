@@ -71,6 +71,7 @@ extern int pthread_key_delete (gsize key);
 #define ADA_REGION_VERSION 1
 #define ADA_EVENT_CALL 1
 #define ADA_EVENT_RETURN 2
+#define ADA_EVENT_EXCEPTION 3
 #define ADA_NO_DETAIL 0xffffffffU
 #define ADA_SLOT_UNUSED 0
 #define ADA_SLOT_ACTIVE 1           /* a live thread writes its rings */
@@ -179,6 +180,7 @@ typedef struct
   guint64 sp;                 /* the call's return address slot: the sp the function entered with */
   guint64 ret;                /* the real return address, put back when the call returns */
   guint64 function_id;
+  guint64 unwinding;          /* 1: ret is back in its slot while an unwinder walks the stack */
 } InlineEntry;
 
 /* The inline engine's shadow stack of one thread slot: every hooked call whose return it
@@ -1354,6 +1356,42 @@ ada_count (volatile guint64 * counter, gssize n)
   g_atomic_pointer_add ((volatile gssize *) counter, n);
 }
 
+/*
+ * The calls above the first `keep` entries are over without a return: those an
+ * exception unwound (see ada_inline_unwinding) end with an EXCEPTION event, as the
+ * format says; the others were left by a longjmp (counted).
+ */
+static void
+ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
+{
+  guint64 n = st->len, left = 0;
+
+  while (n > keep)
+  {
+    n--;
+    if (st->entries[n].unwinding)
+      ADA_EMIT (t, now, st->entries[n].function_id, ADA_EVENT_EXCEPTION, (guint32) n,
+          ADA_NO_DETAIL);
+    else
+      left++;
+  }
+  st->len = keep;
+  if (left != 0)
+    ada_count (&ada_state.region->unwound_calls, (gssize) left);
+}
+
+/* How many entries stay when the stack pointer is at `sp`: frames at or below it (on
+ * the same stack) are gone. */
+static guint64
+ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp)
+{
+  guint64 n = st->len;
+
+  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp))
+    n--;
+  return n;
+}
+
 void
 ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
 {
@@ -1362,7 +1400,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   ThreadState * t;
   InlineStack * st;
   InlineEntry * e;
-  guint64 n, left = 0;
+  guint64 n;
 
   ADA_NOW (now);
   ADA_THREAD (t);
@@ -1384,16 +1422,11 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   /* Calls at or below this sp (on the same stack) were left without a return: a
    * longjmp, or a tail call out of a hooked function, whose return address is
    * already the exit stub: its caller's real one is in the entry left. */
-  n = st->len;
-  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp))
-  {
-    n--;
-    left++;
-    if (st->entries[n].sp == sp && ret == s->inline_exit)
-      ret = st->entries[n].ret;
-  }
-  if (left != 0)
-    ada_count (&s->region->unwound_calls, (gssize) left);
+  n = ada_inline_live (t, st, sp);
+  if (n < st->len && st->entries[n].sp == sp && ret == s->inline_exit)
+    ret = st->entries[n].ret;
+  if (n < st->len)
+    ada_inline_drop (t, st, n, now);
   if (n >= st->capacity || ret == s->inline_exit)
   {
     st->len = n;
@@ -1406,6 +1439,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   e->sp = sp;
   e->ret = ret;
   e->function_id = function_id;
+  e->unwinding = 0;
   ADA_COMPILER_BARRIER ();
   st->len = n + 1;
   frame[ADA_ENTRY_RET] = s->inline_exit;
@@ -1451,16 +1485,16 @@ ada_inline_leave (guint64 * frame)
     abort ();
   ret = st->entries[i - 1].ret;
   fid = st->entries[i - 1].function_id;
-  if (n > i)
-    ada_count (&s->region->unwound_calls, (gssize) (n - i));
   if (t->busy)
   {
     st->len = i - 1;
-    ada_count (&s->region->skipped_events, 1);
+    ada_count (&s->region->skipped_events, 1 + (gssize) (n - i));
     return ret;
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  if (n > i)
+    ada_inline_drop (t, st, i, now);
   st->len = i - 1;
   if (s->detail_mode == ADA_DETAIL_OFF)
   {
@@ -1481,6 +1515,82 @@ ada_inline_leave (guint64 * frame)
   ADA_COMPILER_BARRIER ();
   t->busy = 0;
   return ret;
+}
+
+/*
+ * C++ exceptions (and thread cancellation). An unwinder finds a
+ * frame's unwind information by its return address: the exit stub has none, so before
+ * one walks the stack (the agent hooks _Unwind_RaiseException, _Unwind_Resume,
+ * _Unwind_Resume_or_Rethrow and _Unwind_ForcedUnwind) every open
+ * call gets its real return address back, marked `unwinding`. When a handler catches
+ * (__cxa_begin_catch), the calls below the stack pointer are gone:
+ * each ends with an EXCEPTION event; those still open go through the exit stub again.
+ */
+static ThreadState *
+ada_inline_thread (void)
+{
+  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+  return t != NULL && !t->overflowed && t->inline_stack != NULL && !t->busy ? t : NULL;
+}
+
+void
+ada_inline_unwinding (GumInvocationContext * ic)
+{
+  ThreadState * t = ada_inline_thread ();
+  InlineStack * st;
+  guint64 now, i, keep;
+
+  if (t == NULL)
+    return;
+  ADA_NOW (now);
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  st = t->inline_stack;
+  keep = ada_inline_live (t, st, ADA_SP (ic));
+  if (keep < st->len)
+    ada_inline_drop (t, st, keep, now);
+  for (i = 0; i < keep; i++)
+  {
+    InlineEntry * e = &st->entries[i];
+    volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
+    if (!e->unwinding && *slot == ada_state.inline_exit)
+    {
+      *slot = e->ret;
+      e->unwinding = 1;
+    }
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+}
+
+void
+ada_inline_caught (GumInvocationContext * ic)
+{
+  ThreadState * t = ada_inline_thread ();
+  InlineStack * st;
+  guint64 now, i, keep;
+
+  if (t == NULL)
+    return;
+  ADA_NOW (now);
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  st = t->inline_stack;
+  keep = ada_inline_live (t, st, ADA_SP (ic));
+  if (keep < st->len)
+    ada_inline_drop (t, st, keep, now);
+  for (i = 0; i < keep; i++)
+  {
+    InlineEntry * e = &st->entries[i];
+    volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
+    if (e->unwinding && *slot == e->ret)
+    {
+      *slot = ada_state.inline_exit;
+      e->unwinding = 0;
+    }
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
 }
 #endif
 

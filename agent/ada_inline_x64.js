@@ -172,8 +172,8 @@ class InlineHooksX64 {
     const getspecific = Module.getGlobalExportByName('pthread_getspecific');
     const entries = this.layout['agent.inline_stack_entries'];
     const entrySize = this.layout['agent.sizeof_inline_entry'];
-    if (entrySize !== 24)
-      throw new Error('inline shadow stack entries are not 24 bytes');
+    if (entrySize !== 32)
+      throw new Error('inline shadow stack entries are not 32 bytes');
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
       w.putRet();  /* enter */
@@ -193,10 +193,7 @@ class InlineHooksX64 {
       w.putTestRegReg('rcx', 'rcx');
       w.putJccNearLabel('je', 'fail', 'no-hint');
       w.putMovRegReg('r8', 'rcx');
-      w.putShlRegU8('r8', 3);
-      w.putMovRegReg('r9', 'r8');
-      w.putAddRegReg('r8', 'r9');
-      w.putAddRegReg('r8', 'r9');  /* 24 * rcx */
+      w.putShlRegU8('r8', 5);  /* 32 * rcx */
       w.putAddRegReg('r8', 'rax');
       w.putAddRegImm('r8', entries - entrySize);  /* &entries[rcx - 1] */
       w.putSubRegImm('rcx', 1);

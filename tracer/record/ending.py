@@ -96,15 +96,16 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
     return lost, warnings
 
 
-def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None]
-                 ) -> list[str]:
-    """What the target went through because of the hooks or the rings, in ada's words."""
+def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None],
+                 engine: str = "frida") -> list[str]:
+    """What the target went through because of the hooks or the rings, in ada's words
+    (`engine`: --hook-engine)."""
     out = []
     if summary["unbacked_threads"]:
         out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings in "
                    "/dev/shm (it is full): their events are counted as dropped; use --transport "
                    "rpc, a smaller --ring-kb, or a larger /dev/shm")
-    if summary["unwound_calls"]:
+    if summary["unwound_calls"] and engine == "frida":
         out.append(f"{summary['unwound_calls']:,} hooked call(s) were left by longjmp without a "
                    "return, and Frida keeps about 2.4 KB in the target for each until it exits: "
                    "exclude (-x) the functions longjmp leaves if the target's memory grows")
@@ -112,8 +113,10 @@ def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | N
     if terminate is not None:
         name = function_name(terminate["function_id"]) or \
             f"function {terminate['function_id']:#x}"
-        out.append(f"thread {terminate['thread_id']} called std::terminate inside "
-                   f"{terminate['open_calls']} hooked call(s), the innermost {name}: a C++ "
-                   "exception cannot unwind through a function Frida hooks; exclude it "
-                   f"(-x '{name}') to let the exception through")
+        said = (f"thread {terminate['thread_id']} called std::terminate inside "
+                f"{terminate['open_calls']} hooked call(s), the innermost {name}")
+        out.append(said + (": a C++ exception cannot unwind through a function Frida hooks; "
+                           f"exclude it (-x '{name}') or trace with --hook-engine inline to "
+                           "let the exception through" if engine == "frida" else
+                           " (the inline engine lets exceptions through: none caught this one)"))
     return out

@@ -383,7 +383,8 @@ class Recorder:
                                                 self.stop_reason)
         summary = drain.summary()
         lost, said = losses(summary, self.undelivered)
-        warnings.extend(said + side_effects(summary, self.hooked.function_name))
+        warnings.extend(said + side_effects(summary, self.hooked.function_name,
+                                                      self.options.hook_engine))
         clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
         try:
             writer.write_manifest(build_manifest(
