@@ -246,6 +246,7 @@ typedef struct
   guint8 * index_rings;
   ThreadState * threads;      /* max_threads entries, zeroed */
   ThreadState overflow;       /* shared by every thread past max_threads */
+  ThreadState registering;    /* a thread's own while it registers (see ada_register_thread) */
   guint64 index_mask;
   guint64 index_capacity;
   guint8 * detail_rings;
@@ -496,6 +497,7 @@ ada_init (guint32 pid)
   s->stack_bytes = MIN (h->stack_bytes, ADA_DETAIL_MAX_STACK);
   s->pid = pid;
   s->overflow.overflowed = 1;
+  s->registering.overflowed = 1;
 #ifdef ADA_TICKS
   h->clock_ticks = 1;
 #endif
@@ -833,6 +835,9 @@ ada_register_thread (void)
   ThreadState * t;
   SlotControl * c;
 
+  /* A signal handler's hooked call while this runs finds `registering` (counted as
+   * skipped), not a second slot of its own. */
+  gum_tls_key_set_value (s->tls_key, &s->registering);
   slot = ada_claim_slot ();
   if (slot < 0)
     return ada_overflow_thread ();
@@ -949,7 +954,8 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
   ADA_THREAD (t); \
   if (t->overflowed) \
   { \
-    g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1); \
+    g_atomic_pointer_add ((volatile gssize *) (t == &ada_state.registering \
+        ? &ada_state.region->skipped_events : &ada_state.region->overflow_events), 1); \
     return; \
   }
 
@@ -1406,7 +1412,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   ADA_THREAD (t);
   if (t->overflowed)
   {
-    ada_count (&s->region->overflow_events, 2);
+    ada_count (t == &s->registering ? &s->region->skipped_events : &s->region->overflow_events, 2);
     return;
   }
   /* Busy: a signal handler interrupted this thread inside ada_inline_enter/leave, whose

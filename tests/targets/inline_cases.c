@@ -1,0 +1,123 @@
+/* Hard cases for the inline hook engine; argv[1] picks one:
+ *   deep N        recurse(N) nests N calls (non-tail), and returns
+ *   signals N     main calls work() N times while a 20 us timer's SIGALRM (to this thread)
+ *                 runs a handler that calls in_handler(); prints "handler <calls>"
+ *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
+ *                 (ada leaves meanwhile, with a call open); main calls work() every ms
+ *                 until then; prints "ok" after
+ *   churn N       N threads one after another, each calling work() 10 times
+ * Every function is noinline and exported (-rdynamic). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile long sink;
+static volatile long handled;
+
+__attribute__((noinline)) long recurse(long n)
+{
+  sink += n;
+  if (n <= 1)
+    return 1;
+  return recurse(n - 1) + 1;  /* not a tail call */
+}
+
+__attribute__((noinline)) long work(long x)
+{
+  sink += x;
+  return x * 2;
+}
+
+__attribute__((noinline)) long in_handler(long x)
+{
+  sink += x;
+  return x + 1;
+}
+
+static void on_alarm(int sig)
+{
+  (void) sig;
+  in_handler(handled++);
+}
+
+static const char *gate;
+
+__attribute__((noinline)) long park(long x)
+{
+  usleep(300 * 1000);
+  return x + 1;
+}
+
+static void *parked(void *arg)  /* inside park() most of the time, in calls ada redirected */
+{
+  (void) arg;
+  for (long i = 0; access(gate, F_OK) != 0; i++)
+    park(i);
+  return NULL;
+}
+
+static void *ten(void *arg)
+{
+  (void) arg;
+  for (long i = 0; i < 10; i++)
+    work(i);
+  return NULL;
+}
+
+int main(int argc, char **argv)
+{
+  const char *how = argc > 1 ? argv[1] : "deep";
+  long n = argc > 2 ? atol(argv[2]) : 100000;
+  if (strcmp(how, "deep") == 0) {
+    printf("depth %ld\n", recurse(n));
+  } else if (strcmp(how, "signals") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    /* to this thread only (not to a thread of ada's agent), so the count is exact */
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = gettid();
+    timer_t timer;
+    timer_create(CLOCK_MONOTONIC, &ev, &timer);
+    struct itimerspec every = {{0, 20000}, {0, 20000}};
+    timer_settime(timer, 0, &every, NULL);
+    for (long i = 0; i < n; i++)
+      work(i);
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    sigprocmask(SIG_BLOCK, &alarm, NULL);  /* one may be pending: it stays so */
+    timer_delete(timer);
+    printf("handler %ld\n", handled);
+  } else if (strcmp(how, "parked") == 0) {
+    gate = argv[2];
+    pthread_t t;
+    pthread_create(&t, NULL, parked, NULL);
+    printf("parked\n");
+    fflush(stdout);
+    while (access(gate, F_OK) != 0) {
+      work(1);
+      usleep(1000);
+    }
+    pthread_join(t, NULL);
+    printf("ok\n");
+  } else if (strcmp(how, "churn") == 0) {
+    for (long i = 0; i < n; i++) {
+      pthread_t t;
+      pthread_create(&t, NULL, ten, NULL);
+      pthread_join(t, NULL);
+    }
+  }
+  fflush(stdout);
+  return 0;
+}
