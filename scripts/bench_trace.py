@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
-Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N]
-Prints, for one thread calling small() in a loop (the target times its own loop):
+Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
+First, the hook engines side by side, one and two threads: uninstrumented; uftrace recording
+a -pg build of the same source (found on PATH, or installed with apt-get when run as root;
+said when it cannot be); Frida's empty CModule hook; ada trace with --hook-engine frida and
+with --hook-engine inline; and inline's ratio to uftrace (targets: >= 1.0x uftrace and
+>= 10 M calls/s, zero events lost). Then, for one thread calling small() in a loop (the
+target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
   the drain keeps up; the 2-thread rate; and the detail lane: `--detail` (interleaved rounds
@@ -44,11 +49,91 @@ Interceptor.attach(Process.mainModule.getExportByName('small'), cm);
 """
 
 
-def build(tmp: Path) -> Path:
-    exe = tmp / "bench_target"
-    subprocess.run(["gcc", "-O2", "-rdynamic", "-pthread", "-o", str(exe),
+def build(tmp: Path, *flags: str, name: str = "bench_target") -> Path:
+    exe = tmp / name
+    subprocess.run(["gcc", "-O2", *flags, "-rdynamic", "-pthread", "-o", str(exe),
                     str(ROOT / "scripts" / "bench_target.c")], check=True)
     return exe
+
+
+def find_uftrace() -> tuple[str | None, str]:
+    """uftrace's path (installed from Debian's package if missing and we may), and what was
+    done to get it."""
+    found = shutil.which("uftrace")
+    if found:
+        return found, "found on PATH"
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return None, "not installed, and apt-get needs root here: apt-get install uftrace"
+    for step in (["apt-get", "install", "-y", "-q", "uftrace"], ["apt-get", "update", "-q"],
+                 ["apt-get", "install", "-y", "-q", "uftrace"]):
+        subprocess.run(step, capture_output=True, env=dict(os.environ,
+                                                           DEBIAN_FRONTEND="noninteractive"))
+        if shutil.which("uftrace"):
+            return shutil.which("uftrace"), "installed now with apt-get (Debian's package)"
+    return None, "apt-get install uftrace failed (no package repository reachable?)"
+
+
+def uftrace(tool: str, exe_pg: Path, calls: int, threads: int, tmp: Path) -> tuple[float, int]:
+    """The -pg build's own rate under `uftrace record`, and the records uftrace wrote for
+    small() (from `uftrace report`: its call count)."""
+    data = tmp / "uftrace.data"
+    settle_page_cache()
+    out = subprocess.run([tool, "record", "--no-libcall", "-d", str(data), str(exe_pg),
+                          str(calls), str(threads)], capture_output=True, text=True)
+    rate = parse_rate(out.stdout)[0]
+    report = subprocess.run([tool, "report", "-d", str(data), "-f", "call", "-F", "small"],
+                            capture_output=True, text=True).stdout
+    m = re.search(r"^\s*(\d+)\s+small\s*$", report, re.MULTILINE)
+    shutil.rmtree(data, ignore_errors=True)
+    return rate, int(m.group(1)) if m else -1
+
+
+def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
+    """The hook engines next to uninstrumented, uftrace and Frida's floor, in one run: rounds
+    interleaved (each sees the same machine state), medians compared. Both tracers write
+    every event to disk (ada 32 bytes per event, uftrace 16): on this VM the page cache's
+    first touch of fresh memory swings single runs by up to 2x."""
+    tool, how = find_uftrace()
+    exe_pg = build(tmp, "-pg", name="bench_target_pg") if tool else None
+    print(f"hook engines, {calls:,} calls of small() per run, {rounds} interleaved rounds "
+          f"(uftrace: {how})")
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    for threads in (1, 2):
+        per = calls // threads
+        rates: dict[str, list[float]] = {}
+        lost: dict[str, int] = {}
+        print(f"  {threads} thread(s):")
+        for k in range(rounds):
+            row = {"uninstrumented": uninstrumented(exe, per, threads)}
+            if tool:
+                row["uftrace"], records = uftrace(tool, exe_pg, per, threads, tmp)
+                if records != per * threads:
+                    print(f"    (uftrace recorded {records:,} calls of small() of "
+                          f"{per * threads:,})")
+            row["empty hook"] = empty_hook(exe, per, threads)
+            for engine in ("frida", "inline"):
+                r = ada(exe, per, tmp / "t", threads=threads, extra=("--hook-engine", engine))
+                row[f"ada {engine}"] = r.rate
+                lost[engine] = lost.get(engine, 0) + r.lost
+            for name, rate in row.items():
+                rates.setdefault(name, []).append(rate)
+            print(f"    round {k + 1}: " + ", ".join(f"{name} {rate / 1e6:.2f}"
+                                                    for name, rate in row.items()) + " M calls/s")
+        for name, values in rates.items():
+            m = median(values)
+            note = f"; events lost {lost[name[4:]]:,} of {2 * calls * rounds:,}" \
+                if name.startswith("ada ") else ""
+            print(f"    {name:<15} median {m / 1e6:7.2f} M calls/s "
+                  f"({1e9 / m * threads:5.0f} ns per call per thread){note}")
+        inline, floor = median(rates["ada inline"]), median(rates["empty hook"])
+        print(f"    ada inline / Frida's empty hook: {inline / floor:.2f}x; "
+              f"ada inline / ada frida: {inline / median(rates['ada frida']):.2f}x")
+        if tool:
+            print(f"    ada inline / uftrace: {inline / median(rates['uftrace']):.2f}x "
+                  f"(target >= 1.0); >= 10 M calls/s: {'yes' if inline >= 10e6 else 'no'}")
 
 
 def parse_rate(text: str) -> tuple[float, float]:
@@ -196,11 +281,16 @@ def main() -> None:
                     "run is printed too")
     ap.add_argument("--long-calls", type=int, default=100_000_000,
                     help="calls of the long run, sized to last >= 30 s (default 100M; 0 skips)")
+    ap.add_argument("--engines-only", action="store_true",
+                    help="only the hook engines' comparison (with uftrace)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-trace-"))
     try:
         exe = build(tmp)
         n = args.calls
+        compare_engines(exe, n, tmp, args.rounds)
+        if args.engines_only:
+            return
         base = uninstrumented(exe, n)
         print(f"one thread, {n:,} calls of small()")
         print(f"  uninstrumented          : {base / 1e6:8.2f} M calls/s")
