@@ -494,16 +494,15 @@ class AdaAgent {
     let hooked = 0;
     for (const f of functions) {
       try {
-        if (this.inline !== null) {
-          const reason = this.inline.hook(ptr(f.address), f.functionId);
-          if (reason === null) {
-            hooked++;
-            continue;
-          }
-          fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+        const reason = this.inline !== null ? this.inline.hook(ptr(f.address), f.functionId) : '';
+        if (reason === null) {
+          hooked++;
+          continue;
         }
         Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
         hooked++;
+        if (this.inline !== null)
+          fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
       } catch (e) {
         this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });

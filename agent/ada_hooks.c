@@ -1325,7 +1325,7 @@ ada_on_leave (GumInvocationContext * ic)
 extern gpointer mmap (gpointer addr, gsize len, int prot, int flags, int fd, gint64 offset);
 extern void abort (void);
 
-/* Reserved, not committed: pages are touched only as deep as calls nest (24 MB of
+/* Reserved, not committed: pages are touched only as deep as calls nest (32 MB of
  * address space per thread slot for a million nested calls). */
 #define ADA_INLINE_STACK_ENTRIES (1 << 20)
 
@@ -1408,7 +1408,6 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   InlineEntry * e;
   guint64 n;
 
-  ADA_NOW (now);
   ADA_THREAD (t);
   if (t->overflowed)
   {
@@ -1424,16 +1423,19 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);  /* once busy: a signal handler's events never come before this one's */
   st = t->inline_stack;
-  /* Calls at or below this sp (on the same stack) were left without a return: a
-   * longjmp, or a tail call out of a hooked function, whose return address is
-   * already the exit stub: its caller's real one is in the entry left. */
-  n = ada_inline_live (t, st, sp);
-  if (n < st->len && st->entries[n].sp == sp && ret == s->inline_exit)
-    ret = st->entries[n].ret;
+  /* Calls at or below this sp (on the same stack) were left without a return (a
+   * longjmp), but for a tail call: a hooked function jumped here, its return address
+   * (already the exit stub) is this call's. That call stays open: this one returns
+   * through the exit stub to it, and it to its caller (each gets its RETURN). */
+  n = st->len;
+  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp) &&
+      !(st->entries[n - 1].sp == sp && ret == s->inline_exit))
+    n--;
   if (n < st->len)
     ada_inline_drop (t, st, n, now);
-  if (n >= st->capacity || ret == s->inline_exit)
+  if (n >= st->capacity)
   {
     st->len = n;
     ada_count (&s->region->skipped_events, 2);
@@ -1448,7 +1450,6 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   e->unwinding = 0;
   ADA_COMPILER_BARRIER ();
   st->len = n + 1;
-  frame[ADA_ENTRY_RET] = s->inline_exit;
   if (s->detail_mode == ADA_DETAIL_OFF)
   {
     ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n, ADA_NO_DETAIL);
@@ -1463,8 +1464,9 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     r.fp = frame[ADA_ENTRY_RBP];
     r.sp = sp;
     ada_emit_with_detail (t, &r, function_address, now, function_id, ADA_EVENT_CALL,
-        (guint32) n, ret);
+        (guint32) n, ret);  /* its stack window still shows the real return address */
   }
+  frame[ADA_ENTRY_RET] = s->inline_exit;
   ADA_COMPILER_BARRIER ();
   t->busy = 0;
 }
@@ -1478,7 +1480,6 @@ ada_inline_leave (guint64 * frame)
   ThreadState * t;
   InlineStack * st;
 
-  ADA_NOW (now);
   t = gum_tls_key_get_value (s->tls_key);
   if (t == NULL || t->inline_stack == NULL)
     abort ();  /* a redirected return with no record of it: nowhere to go back to */
@@ -1499,9 +1500,11 @@ ada_inline_leave (guint64 * frame)
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);
   if (n > i)
     ada_inline_drop (t, st, i, now);
   st->len = i - 1;
+  frame[ADA_EXIT_RET] = ret;  /* as before the call returned (a detail record's stack window) */
   if (s->detail_mode == ADA_DETAIL_OFF)
   {
     ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ADA_NO_DETAIL);
@@ -1548,9 +1551,9 @@ ada_inline_unwinding (GumInvocationContext * ic)
 
   if (t == NULL)
     return;
-  ADA_NOW (now);
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);
   st = t->inline_stack;
   keep = ada_inline_live (t, st, ADA_SP (ic));
   if (keep < st->len)
@@ -1578,9 +1581,9 @@ ada_inline_caught (GumInvocationContext * ic)
 
   if (t == NULL)
     return;
-  ADA_NOW (now);
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);
   st = t->inline_stack;
   keep = ada_inline_live (t, st, ADA_SP (ic));
   if (keep < st->len)

@@ -56,3 +56,10 @@ def plugin(tmp_path_factory):
                     str(TESTS / "targets" / "plugin_linked.c"), f"-L{out}", "-lplug",
                     f"-Wl,-rpath,{out}"], check=True)
     return out
+
+
+@pytest.fixture(params=["frida", "inline"])
+def engine(request):
+    """`ada trace` arguments for each hook engine: Frida's Interceptor and ada's inline stubs
+    (x86_64). End-to-end recording tests take it, so each runs with both."""
+    return ["--hook-engine", request.param]

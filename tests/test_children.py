@@ -33,8 +33,8 @@ def work_events(path):
     return s, counts
 
 
-def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin):
-    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "wait",
+def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "wait",
                   "-i", "forks!work")
     assert out.returncode == 0, out.stderr
     ids = pids(out)
@@ -69,8 +69,8 @@ def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, 
     assert_verify_clean(main)
 
 
-def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_bin):
-    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "exec",
+def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "exec",
                   "-i", "forks!work")
     assert out.returncode == 0, out.stderr
     ids = pids(out)
@@ -116,11 +116,13 @@ class Output:
         return self.stderr_path.read_text()
 
 
-def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_path, target_bin):
+def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_path, target_bin,
+                                                                        engine):
     exe = target_bin("forks")
     out = Output(tmp_path, "ada")
     started = time.monotonic()
-    ada = subprocess.Popen(ada_command("trace", "-q", "-o", tmp_path / "traces", "-f", exe, 1,
+    ada = subprocess.Popen(ada_command("trace", *engine,
+                                       "-q", "-o", tmp_path / "traces", "-f", exe, 1,
                                        3000, "orphan", "-i", "forks!work", "--duration", 1.5),
                            stdout=out.files[0], stderr=out.files[1])
     assert ada.wait(timeout=60) == 0, out.stderr
@@ -136,10 +138,11 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
         subprocess.run(["kill", str(child)])
 
 
-def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin):
+def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin, engine):
     exe = target_bin("forks")
     out = Output(tmp_path, "ada")
-    ada = subprocess.Popen(ada_command("trace", "-q", "-o", tmp_path / "traces", "-f", exe, 1,
+    ada = subprocess.Popen(ada_command("trace", *engine,
+                                       "-q", "-o", tmp_path / "traces", "-f", exe, 1,
                                        3000, "orphan", "-i", "forks!work"),
                            stdout=out.files[0], stderr=out.files[1])
     child = None

@@ -17,8 +17,8 @@ from helpers import (ROOT, ada_command, assert_verify_clean, function_events, o_
 
 
 @pytest.mark.parametrize("toolchain", ["internal", "external"])
-def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain):
-    s, out = trace(tmp_path, "-f", target_bin("regs"), "-i", "regs!add", "--detail",
+def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain, engine):
+    s, out = trace(tmp_path, *engine, "-f", target_bin("regs"), "-i", "regs!add", "--detail",
                    "--stack-bytes", "64", "--cmodule-toolchain", toolchain)
     assert s.manifest["hot_path"]["toolchain"] == toolchain
     local = int(out.stdout.split("local ")[1].split()[0], 16)
@@ -71,8 +71,8 @@ def assert_window_contents(s, windows):
     return total
 
 
-def test_function_trigger_window(tmp_path, target_bin):
-    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1200", "600", "-i", "steady!tick",
+def test_function_trigger_window(tmp_path, target_bin, engine):
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1200", "600", "-i", "steady!tick",
                  "--trigger", "steady!trigger", "--pre-roll-ms", "100", "--post-roll-ms", "150")
     m = s.manifest
     assert [t["kind"] for t in m["triggers"]] == ["function"]
@@ -88,9 +88,9 @@ def test_function_trigger_window(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin):
+def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin, engine):
     """Also the flight recorder's persisted detail written straight to the disk."""
-    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1500", "400", "480", "1200",
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1500", "400", "480", "1200",
                  "-i", "steady!tick", "--trigger", "steady!trigger",
                  "--pre-roll-ms", "60", "--post-roll-ms", "60", "--detail-io", "direct")
     m = s.manifest
@@ -104,8 +104,8 @@ def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin
     assert_verify_clean(s.path)
 
 
-def test_trigger_at_ms(tmp_path, target_bin):
-    s, _ = trace(tmp_path, "-f", target_bin("steady"), "1200", "-i", "steady!tick",
+def test_trigger_at_ms(tmp_path, target_bin, engine):
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1200", "-i", "steady!tick",
                  "--trigger-at-ms", "500", "--pre-roll-ms", "50", "--post-roll-ms", "50")
     m = s.manifest
     assert [t["kind"] for t in m["triggers"]] == ["time"]
@@ -115,9 +115,9 @@ def test_trigger_at_ms(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
+def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin, engine):
     out_dir = tmp_path / "traces"
-    ada = subprocess.Popen(ada_command("trace", "-q", "-o", out_dir, "-f",
+    ada = subprocess.Popen(ada_command("trace", *engine, "-q", "-o", out_dir, "-f",
                             target_bin("steady"), "3000", "-i", "steady!tick",
                             "--pre-roll-ms", "50", "--post-roll-ms", "50"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -137,8 +137,8 @@ def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin):
 
 
 @pytest.mark.parametrize("toolchain", ["internal", "external"])
-def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin, toolchain):
-    s, out = trace(tmp_path, "-f", target_bin("fresh_stack"), "-i", "fresh_stack!probe",
+def test_stack_window_near_the_top_of_a_fresh_stack(tmp_path, target_bin, toolchain, engine):
+    s, out = trace(tmp_path, *engine, "-f", target_bin("fresh_stack"), "-i", "fresh_stack!probe",
                    "--detail", "--stack-bytes", "256", "--cmodule-toolchain", toolchain)
     assert "ok 42" in out.stdout  # probe(41) + probe(1): the target ran to the end, no fault
     top = int(out.stdout.split("top ")[1].split()[0], 16)
@@ -163,9 +163,10 @@ def test_detail_options_are_checked(tmp_path):
         assert out.returncode == 2 and needle in out.stderr, out.stderr
 
 
-def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin):
+def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin, engine):
     """A 1 MB pre-roll buffer cannot hold 300 ms of fast calls: the window says what it lost."""
-    out = run_ada("trace", "-o", tmp_path / "traces", "-f", target_bin("exact_calls"), "3000000",
+    out = run_ada("trace", *engine,
+                  "-o", tmp_path / "traces", "-f", target_bin("exact_calls"), "3000000",
                   "-i", "exact_calls!work", "--pre-roll-ms", "300", "--post-roll-ms", "5",
                   "--trigger-at-ms", "350", "--pre-roll-buffer-mb", "1", timeout=180)
     assert out.returncode == 0, out.stderr
@@ -179,11 +180,12 @@ def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin):
 
 
 @pytest.mark.parametrize("io", ["cached", "direct"])
-def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io):
+def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io, engine):
     """252-byte records in a 4 KiB ring wrap and straddle its end all the time; detail.atf
     through the page cache, or straight to the disk (O_DIRECT) from its first record."""
     n = 20000
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
                  "--detail", "--detail-ring-kb", "4", "--detail-io", io)
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n

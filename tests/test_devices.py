@@ -23,9 +23,9 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("transport", ["shm", "rpc"])
-def test_local_transports_give_the_same_exact_counts(tmp_path, target_bin, transport):
+def test_local_transports_give_the_same_exact_counts(tmp_path, target_bin, transport, engine):
     n = 4000
-    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", transport, "-f",
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "--transport", transport, "-f",
                   target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
@@ -35,8 +35,8 @@ def test_local_transports_give_the_same_exact_counts(tmp_path, target_bin, trans
     assert_verify_clean(s.path)
 
 
-def test_rpc_detail_lane_matches(tmp_path, target_bin):
-    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", "rpc", "--detail", "-f",
+def test_rpc_detail_lane_matches(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "--transport", "rpc", "--detail", "-f",
                   target_bin("regs"), "-i", "regs!add")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))

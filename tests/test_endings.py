@@ -34,8 +34,9 @@ def assert_every_call(s):
     ("segv-traced", "target-crashed", "SIGSEGV"),
     ("abort", "target-crashed", "SIGABRT"),
 ])
-def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, reason, detail):
-    out, s = trace_ending(tmp_path, target_bin, transport, ending)
+def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, reason, detail,
+                                      engine):
+    out, s = trace_ending(tmp_path, target_bin, transport, ending, *engine)
     assert_every_call(s)
     end = s.manifest["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == (reason, True, 0)
@@ -52,17 +53,17 @@ def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, r
     assert_verify_clean(s.path)
 
 
-def test_a_killed_target_keeps_its_rings_in_shared_memory(tmp_path, target_bin):
-    out, s = trace_ending(tmp_path, target_bin, "shm", "kill")
+def test_a_killed_target_keeps_its_rings_in_shared_memory(tmp_path, target_bin, engine):
+    out, s = trace_ending(tmp_path, target_bin, "shm", "kill", *engine)
     assert_every_call(s)
     end = s.manifest["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == ("target-killed", True, 0)
 
 
-def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target_bin):
+def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target_bin, engine):
     """SIGKILL gives the agent no chance to hand its rings over: what it held is lost, and the
     session says so rather than calling itself clean."""
-    out, s = trace_ending(tmp_path, target_bin, "rpc", "kill")
+    out, s = trace_ending(tmp_path, target_bin, "rpc", "kill", *engine)
     end = s.manifest["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == \
         ("target-killed", False, None)
@@ -91,8 +92,8 @@ def test_an_exception_thrown_through_a_hooked_function_is_named(tmp_path, target
     assert "std::terminate" not in out.stderr
 
 
-def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_bin):
-    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-inside",
+def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-o", tmp_path, "-f", target_bin("throws"), "throw-inside",
                   "-i", "throws!thrower_catches")
     assert out.returncode == 0 and "caught 1" in out.stdout, out.stderr
     s = atf.open_session(session_path(out))

@@ -21,6 +21,7 @@ from ada.tracer.record import detail_io
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.drain import Drain
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
+from ada.tracer.record.hooked import HookedFunctions
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
@@ -644,3 +645,26 @@ def test_losses_count_every_kind_and_an_unknown_count_is_a_loss():
     effects = side_effects(dict(clean, unbacked_threads=2, unwound_calls=9, terminate={
         "thread_id": 5, "open_calls": 2, "function_id": 7}), {7: "m!f"}.get)
     assert len(effects) == 3 and "the innermost m!f" in effects[2] and "-x 'm!f'" in effects[2]
+
+
+def test_functions_the_inline_engine_left_to_the_interceptor_are_said_once_and_kept():
+    said = []
+    hooked = HookedFunctions([], [], said.append)
+    fallbacks = [{"name": f"f{i}", "module": "m", "address": hex(i), "reason": "too short"}
+                 for i in range(7)]
+    hooked.add([], [], [], [], fallbacks)
+    assert len(said) == 1 and said[0].startswith("7 function(s) hooked by Frida's Interceptor "
+                                                 "instead of inline: f0 (too short), f1")
+    assert "and 2 more (listed in the manifest)" in said[0]
+    assert hooked.snapshot()["fallbacks"] == fallbacks
+    hooked.add([], [], [], [], [])
+    assert len(said) == 1
+
+
+def test_side_effects_speak_of_the_engine_in_use():
+    summary = {"unbacked_threads": 0, "unwound_calls": 5, "terminate": {
+        "thread_id": 5, "open_calls": 2, "function_id": 7}}
+    frida = side_effects(summary, {7: "m!f"}.get, "frida")
+    assert "Frida keeps about 2.4 KB" in frida[0] and "--hook-engine inline" in frida[1]
+    inline = side_effects(summary, {7: "m!f"}.get, "inline")
+    assert len(inline) == 1 and "none caught this one" in inline[0]

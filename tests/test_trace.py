@@ -19,9 +19,10 @@ from helpers import (ada_command, assert_balanced, assert_verify_clean, function
 
 
 
-def test_exact_count_one_thread(tmp_path, target_bin):
+def test_exact_count_one_thread(tmp_path, target_bin, engine):
     n = 5000
-    s, out = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work")
+    s, out = trace(tmp_path, *engine,
+                   "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work")
     per_thread = function_events(s, "work")
     assert list(per_thread) == [0] and len(per_thread[0]) == 2 * n
     ev = per_thread[0]
@@ -37,10 +38,11 @@ def test_exact_count_one_thread(tmp_path, target_bin):
 
 
 @pytest.mark.parametrize("toolchain", ["internal", "external"])
-def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain):
+def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain, engine):
     """Both CModule toolchains (TinyCC, the system's gcc -O2) build a hot path that records all."""
     n = 3000
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
                  "--cmodule-toolchain", toolchain)
     assert s.manifest["hot_path"] == {"toolchain": toolchain, "toolchain_fallback": None}
     per_thread = function_events(s, "work")
@@ -53,8 +55,9 @@ def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain):
     assert_verify_clean(s.path)
 
 
-def test_depth_with_recursion_and_longjmp(tmp_path, target_bin):
-    s, _ = trace(tmp_path, "-f", target_bin("depth"), "-i", "depth!fact", "-i", "depth!jumper",
+def test_depth_with_recursion_and_longjmp(tmp_path, target_bin, engine):
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("depth"), "-i", "depth!fact", "-i", "depth!jumper",
                  "-i", "depth!after")
     names = s.symbol_names()
     ev = s.threads[0].index.events
@@ -77,9 +80,10 @@ def churn_expectation(out):
 
 @pytest.mark.parametrize("threads,at_once", [(3000, 1), (300, 300)],
                          ids=["3000-one-after-another", "300-at-once"])
-def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_once):
+def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_once, engine):
     """More threads over the run than --max-threads: ended threads give their rings back."""
-    s, out = trace(tmp_path, "-f", target_bin("churn"), threads, at_once, "-i", "churn!work",
+    s, out = trace(tmp_path, *engine,
+                   "-f", target_bin("churn"), threads, at_once, "-i", "churn!work",
                    "--max-threads", 256, timeout=240, quiet=False)
     expected = churn_expectation(out)
     assert len(expected) == threads
@@ -90,8 +94,8 @@ def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_onc
     assert_verify_clean(s.path)
 
 
-def test_threads_past_max_threads_are_counted_as_dropped(tmp_path, target_bin):
-    s, out = trace(tmp_path, "-f", target_bin("churn"), 300, 300, "-i", "churn!work",
+def test_threads_past_max_threads_are_counted_as_dropped(tmp_path, target_bin, engine):
+    s, out = trace(tmp_path, *engine, "-f", target_bin("churn"), 300, 300, "-i", "churn!work",
                    "--max-threads", 8, quiet=False)
     expected = churn_expectation(out)
     recorded = sum(len(t) for t in s.threads)
@@ -102,10 +106,11 @@ def test_threads_past_max_threads_are_counted_as_dropped(tmp_path, target_bin):
     assert f", {drops['overflow_events']:,} dropped" in last, last
 
 
-def test_tracing_clock_gettime_itself(tmp_path, target_bin):
+def test_tracing_clock_gettime_itself(tmp_path, target_bin, engine):
     """The hot path reads the clock too: no recursion, no deadlock, every call recorded."""
     n = 2000
-    s, _ = trace(tmp_path, "-f", target_bin("clock_user"), str(n), "-i", "libc.so*!clock_gettime")
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("clock_user"), str(n), "-i", "libc.so*!clock_gettime")
     pid = s.manifest["process"]["pid"]
     main = [t for t in s.threads if t.thread_id == pid]
     assert len(main) == 1
@@ -115,11 +120,11 @@ def test_tracing_clock_gettime_itself(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):
+def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, engine):
     proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
     try:
         assert read_line(proc).startswith("tick")
-        s, _ = trace(tmp_path, "-p", proc.pid, "-i", "ticker!work", "--duration", "1")
+        s, _ = trace(tmp_path, *engine, "-p", proc.pid, "-i", "ticker!work", "--duration", "1")
         assert s.manifest["end"]["reason"] == "duration"
         # The wall clock is anchored as the recording starts and as it stops (the process
         # lives on): about the second of --duration apart on both clocks.
@@ -140,9 +145,9 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin):
         proc.wait()
 
 
-def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bin):
+def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bin, engine):
     out_dir = tmp_path / "traces"
-    ada = subprocess.Popen(ada_command("trace", "-q", "-o", out_dir,
+    ada = subprocess.Popen(ada_command("trace", *engine, "-q", "-o", out_dir,
                             "-f", target_bin("ticker"), "-i", "ticker!work"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            cwd=Path(__file__).resolve().parents[1])
@@ -170,9 +175,10 @@ def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bi
     assert info["state"] == "recovered" and info["index_events"] == s.event_count()
 
 
-def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin):
+def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin, engine):
     n = 5000
-    s, _ = trace(tmp_path, "-f", target_bin("ticker"), "crash-after", str(n), "-i", "ticker!work")
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("ticker"), "crash-after", str(n), "-i", "ticker!work")
     assert s.manifest["end"]["reason"] == "target-crashed"
     work = function_events(s, "work")[0]
     assert len(work) == 2 * n
@@ -276,8 +282,11 @@ def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
     assert "cannot spawn no-such-program-here: no such program on PATH" in missing.stderr
 
 
-def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path, target_bin):
-    s, out = trace(tmp_path, "-f", target_bin("too_short"), "50", "-i", "too_short!tiny",
+def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path, target_bin,
+                                                                       engine):
+    """Too short for either engine: inline falls back to the Interceptor, which refuses too;
+    named once, in Frida's words."""
+    s, out = trace(tmp_path, *engine, "-f", target_bin("too_short"), "50", "-i", "too_short!tiny",
                    "-i", "too_short!work")
     warnings = [line for line in out.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "cannot hook tiny in too_short" in warnings[0], out.stderr
@@ -304,10 +313,11 @@ def test_long_option_spellings_select_the_same(tmp_path, target_bin):
     assert len(function_events(s, "work")[0]) == 20
 
 
-def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin):
+def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin, engine):
     """A tiny ring and --on-full drop: drops happen, are counted, and recording goes on."""
     n = 300_000
-    s, out = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+    s, out = trace(tmp_path, *engine,
+                   "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
                    "--on-full", "drop", "--ring-kb", "4")
     m = s.manifest
     dropped = m["threads"][0]["drops"]
@@ -318,18 +328,19 @@ def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_three_hundred_threads_at_once(tmp_path, target_bin):
+def test_three_hundred_threads_at_once(tmp_path, target_bin, engine):
     n = 200
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "300", "-i",
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n), "300", "-i",
                  "exact_calls!work", timeout=240)
     counts = sorted(len(t.index) for t in s.threads)
     assert counts == [2 * (n + i) for i in range(300)]
     assert_verify_clean(s.path)
 
 
-def test_threads_past_max_threads_are_counted(tmp_path, target_bin):
+def test_threads_past_max_threads_are_counted(tmp_path, target_bin, engine):
     n = 1000
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
                  "--max-threads", "4")
     drops = s.manifest["drops"]
     recorded = s.event_count()
@@ -342,9 +353,10 @@ def test_threads_past_max_threads_are_counted(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
-def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin):
+def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin, engine):
     n = 300_000
-    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
+    s, _ = trace(tmp_path, *engine,
+                 "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
                  "--ring-kb", "4")
     assert len(s.threads[0].index) == 2 * n and s.manifest["drops"]["index"] == 0
     # 128 events to a ring: the target had to wait for the drain, and the manifest says so.

@@ -1,0 +1,116 @@
+"""The inline hook engine's hard cases (--hook-engine inline, x86_64), end to end on real
+programs (tests/targets/inline_cases.c, throws.cpp): deep recursion, signal handlers, C++
+exceptions and longjmp through hooked calls, and a call still open when ada leaves. The
+ordinary recording tests run with both engines (the `engine` fixture)."""
+
+import json
+import subprocess
+import time
+
+import numpy as np
+
+from ada.atf import format as F
+from helpers import (assert_balanced, assert_verify_clean, function_events, read_line,
+                     trace_session as trace)
+
+INLINE = ("--hook-engine", "inline")
+
+
+def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin):
+    n = 100_000
+    s, out = trace(tmp_path, *INLINE, "-f", target_bin("inline_cases"), "deep", n,
+                   "-i", "inline_cases!recurse")
+    assert f"depth {n}" in out.stdout
+    ev = function_events(s, "recurse")[0]
+    assert len(ev) == 2 * n
+    calls = ev[ev["event_kind"] == F.EVENT_CALL]
+    assert np.array_equal(calls["call_depth"], np.arange(n))  # each one deeper
+    assert_balanced(ev)
+    m = s.manifest
+    assert m["end"]["clean"] and m["drops"]["skipped_events"] == 0
+    assert m["unwinding"]["unwound_calls"] == 0
+    assert_verify_clean(s.path)
+
+
+def test_a_signal_handler_calling_a_hooked_function(tmp_path, target_bin):
+    """A timer's SIGALRM every 20 us runs a handler that calls in_handler(). A handler that
+    interrupts ada's own code for this thread cannot record (that code is half way through
+    the thread's ring): its call runs unrecorded, counted in skipped_events, and said."""
+    n = 300_000
+    s, out = trace(tmp_path, *INLINE, "-f", target_bin("inline_cases"), "signals", n,
+                   "-i", "inline_cases!work", "-i", "inline_cases!in_handler", quiet=False)
+    handled = int(out.stdout.split("handler ")[1].split()[0])
+    assert handled > 100
+    work, in_handler = function_events(s, "work")[0], function_events(s, "in_handler")[0]
+    assert len(work) == 2 * n
+    skipped = s.manifest["drops"]["skipped_events"]
+    assert len(in_handler) + skipped == 2 * handled  # each handler call recorded or counted
+    assert_balanced(s.threads[0].index.events)  # handler calls nest inside work()'s
+    if skipped:
+        assert f"{skipped:,} event(s) of hooked calls went unrecorded" in out.stderr
+        assert not s.manifest["end"]["clean"]
+    assert_verify_clean(s.path)
+
+
+def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin):
+    """The unwinder meets each hooked frame's real return address (ada puts them back as
+    unwinding starts): the program catches its exception, and the frame it unwound ends
+    with an EXCEPTION event."""
+    s, out = trace(tmp_path, *INLINE, "-f", target_bin("throws"), "throw-through",
+                   "-i", "throws!thrower", "-i", "throws!main", quiet=False)
+    assert "caught thrown" in out.stdout and "std::terminate" not in out.stderr
+    names = s.symbol_names()
+    ev = s.threads[0].index.events
+    assert [(names[int(e["function_id"])], int(e["event_kind"]), int(e["call_depth"]))
+            for e in ev] == [("main", F.EVENT_CALL, 0), ("thrower", F.EVENT_CALL, 1),
+                             ("thrower", F.EVENT_EXCEPTION, 1), ("main", F.EVENT_RETURN, 0)]
+    end = s.manifest["end"]
+    assert (end["reason"], end["clean"], end["exit_status"]) == ("target-exited", True, 0)
+    assert s.manifest["unwinding"] == {"unwound_calls": 0, "terminate": None}
+    assert_verify_clean(s.path)
+
+
+def test_longjmp_out_of_hooked_calls_keeps_no_memory(tmp_path, target_bin):
+    """Frida's Interceptor keeps ~2.4 KB per call a longjmp leaves (test_endings); the
+    inline engine's shadow stack drops the entry on the next call. The target measures its
+    own resident memory across the loop: about the one ring ada writes into (1 MB)."""
+    n = 20_000
+    s, out = trace(tmp_path, *INLINE, "-f", target_bin("throws"), "longjmp", n,
+                   "-i", "throws!jumper", quiet=False)
+    grew_kb = int(out.stdout.split("grew by ")[1].split()[0])
+    assert grew_kb < 4096, out.stdout  # Frida's Interceptor: ~48,000 KB for these
+    jumper = function_events(s, "jumper")[0]
+    assert jumper["event_kind"].tolist() == [F.EVENT_CALL] * n
+    assert s.manifest["unwinding"]["unwound_calls"] == n - 1  # the last one: seen by no call
+    assert "Frida keeps" not in out.stderr
+
+
+def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
+    """A thread is inside park() (300 ms a call) when the recording ends: its return goes
+    through ada's exit stub after ada has gone, which must still take it home."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "parked", gate],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc) == "parked\n"
+        s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!park",
+                     "-i", "inline_cases!work", "--duration", "1")
+        time.sleep(0.5)  # the open park() call returns, through the exit stub, ada gone
+        gate.touch()
+        assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "ok\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (park,) = [ev for ev in function_events(s, "park").values() if len(ev)]  # its thread
+    kinds = park["event_kind"].tolist()
+    assert kinds[:-1] == [F.EVENT_CALL, F.EVENT_RETURN] * (len(kinds) // 2)
+    assert kinds[-1] == F.EVENT_CALL  # open as ada left
+    (work,) = [ev for ev in function_events(s, "work").values() if len(ev)]
+    assert_balanced(work)
+
+
+def test_the_manifest_names_the_engine(tmp_path, target_bin):
+    s, _ = trace(tmp_path, *INLINE, "-f", target_bin("exact_calls"), "10",
+                 "-i", "exact_calls!work")
+    m = json.loads((s.path / "manifest.json").read_text())
+    assert (m["hook_engine"], m["hook_fallbacks"]) == ("inline", [])
