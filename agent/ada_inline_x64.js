@@ -262,14 +262,37 @@ class InlineHooksX64 {
     if (!fits)
       throw new Error(`inline stub for ${address} overflows its space`);
     const original = target.readByteArray(length);
-    Memory.patchCode(target, length, code => {
-      const w = new X86Writer(code, { pc: target });
-      w.putJmpAddress(stub);
-      w.putNopPadding(length - JMP_BYTES);
-      w.flush();
-    });
+    this._writeJump(target, stub);
     this.hooks.push({ target, original });
     return null;
+  }
+
+  /*
+   * `jmp stub` over the first 5 bytes at `target`. The rest of the relocated instructions
+   * stay as they were (a thread that entered before, and is past the first 5 bytes, runs
+   * them as it would have). When the 5 bytes lie in one aligned 8-byte word (a function
+   * starts 16-byte aligned without an endbr64), one 8-byte store writes them: a thread
+   * executing the function meanwhile sees the old bytes or the new, never half of each.
+   * Otherwise the bytes are written one after another, as Frida's Interceptor does.
+   */
+  _writeJump(target, stub) {
+    const jmp = Memory.alloc(8);
+    const w = new X86Writer(jmp, { pc: target });
+    w.putJmpAddress(stub);
+    w.flush();
+    if (w.offset !== JMP_BYTES)
+      throw new Error(`inline stub out of a near jump's reach of ${target}`);
+    w.dispose();
+    const offset = target.and(7).toInt32();
+    if (offset <= 8 - JMP_BYTES) {
+      const word = target.sub(offset);
+      const bytes = new Uint8Array(word.readByteArray(8));
+      bytes.set(new Uint8Array(jmp.readByteArray(JMP_BYTES)), offset);
+      const value = new DataView(bytes.buffer).getBigUint64(0, true);
+      Memory.patchCode(word, 8, code => code.writeU64(uint64(value.toString())));
+    } else {
+      Memory.patchCode(target, JMP_BYTES, code => code.writeByteArray(jmp.readByteArray(JMP_BYTES)));
+    }
   }
 
   /*

@@ -114,3 +114,29 @@ def test_the_manifest_names_the_engine(tmp_path, target_bin):
                  "-i", "exact_calls!work")
     m = json.loads((s.path / "manifest.json").read_text())
     assert (m["hook_engine"], m["hook_fallbacks"]) == ("inline", [])
+
+
+def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bin):
+    """Two threads call work() in a tight loop while ada patches it (attach), records and
+    puts it back (detach): the target runs on, and each thread's calls nest (a call open at
+    either edge has one side only)."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert read_line(proc) == "spinning\n"
+        s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!work",
+                     "--duration", "1")
+        time.sleep(0.3)
+        gate.touch()
+        assert proc.wait(timeout=30) == 0 and proc.stdout.read().startswith("calls ")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    threads = [ev for ev in function_events(s, "work").values() if len(ev)]
+    assert len(threads) == 2
+    for ev in threads:
+        if ev["event_kind"][-1] == F.EVENT_CALL:
+            ev = ev[:-1]  # open as ada left
+        assert len(ev) > 1000 and ev["event_kind"][0] == F.EVENT_CALL
+        assert_balanced(ev)

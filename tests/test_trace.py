@@ -95,8 +95,8 @@ def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_onc
 
 
 def test_threads_past_max_threads_are_counted_as_dropped(tmp_path, target_bin, engine):
-    s, out = trace(tmp_path, *engine, "-f", target_bin("churn"), 300, 300, "-i", "churn!work",
-                   "--max-threads", 8, quiet=False)
+    s, out = trace(tmp_path, *engine, "-f", target_bin("churn"), 300, 300, "hold",
+                   "-i", "churn!work", "--max-threads", 8, quiet=False)
     expected = churn_expectation(out)
     recorded = sum(len(t) for t in s.threads)
     drops = s.manifest["drops"]

@@ -5,7 +5,8 @@
  *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
  *                 (ada leaves meanwhile, with a call open); main calls work() every ms
  *                 until then; prints "ok" after
- *   churn N       N threads one after another, each calling work() 10 times
+ *   spin GATE     two threads call work() in a tight loop until the file GATE exists (ada
+ *                 patches work() while they run it); prints "spinning", then "calls <n>"
  * Every function is noinline and exported (-rdynamic). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -62,6 +63,17 @@ static void *parked(void *arg)  /* inside park() most of the time, in calls ada 
   return NULL;
 }
 
+static volatile long spun[2];
+
+static void *spin(void *arg)
+{
+  volatile long *count = arg;
+  while (access(gate, F_OK) != 0)
+    for (int i = 0; i < 10000; i++)
+      *count += work(i) & 1;
+  return NULL;
+}
+
 static void *ten(void *arg)
 {
   (void) arg;
@@ -111,6 +123,16 @@ int main(int argc, char **argv)
     }
     pthread_join(t, NULL);
     printf("ok\n");
+  } else if (strcmp(how, "spin") == 0) {
+    gate = argv[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      pthread_create(&t[i], NULL, spin, (void *) &spun[i]);
+    printf("spinning\n");
+    fflush(stdout);
+    for (int i = 0; i < 2; i++)
+      pthread_join(t[i], NULL);
+    printf("calls %ld\n", spun[0] + spun[1]);
   } else if (strcmp(how, "churn") == 0) {
     for (long i = 0; i < n; i++) {
       pthread_t t;
