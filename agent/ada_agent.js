@@ -50,7 +50,7 @@ function platformConfig(clockSource) {
     throw new Error(`unsupported platform ${platform}`);
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
   for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_key_delete', 'mmap',
-                      'abort'])
+                      'abort', 'sigfillset', 'pthread_sigmask'])
     symbols[name] = Module.getGlobalExportByName(name);
   const facts = {};
   let clockType;
@@ -92,6 +92,7 @@ function hotPathDefines(platform, arch, facts) {
       '#define ADA_STACK_DARWIN 1',
       '#define ADA_SAFE_READ_MACH 1',
       '#define ADA_ANON_MAP_FLAGS 0x1002',  /* MAP_PRIVATE | MAP_ANON */
+      '#define ADA_SIG_SETMASK 3',
     ];
   const defines = [`#define ADA_CLOCK_ID ${CLOCK_BOOTTIME}`];
   if (facts.tsc)
@@ -101,6 +102,7 @@ function hotPathDefines(platform, arch, facts) {
   defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
   defines.push('#define ADA_ANON_MAP_FLAGS 0x4022');  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
+  defines.push('#define ADA_SIG_SETMASK 2');
   return defines;
 }
 
@@ -217,6 +219,7 @@ class AdaAgent {
     this.pending = [];           /* modules that loaded while the initial hooks went in */
     this.live = false;           /* initial hooks in: modules that load now are hooked as they load */
     this.hookedAddresses = new Map();  /* address string -> function id, for the hot path's table */
+    this.codeOwners = new Map();  /* hooked code (after thunks) -> 'module!name' hooked there */
     this.triggerCount = 0;
     this.hooked = false;
     this.config = null;
@@ -487,22 +490,44 @@ class AdaAgent {
   _attach(functions, triggers) {
     const failures = [];
     const fallbacks = [];  /* functions the inline engine left to the Interceptor, and why */
+    const aliases = [];    /* functions that only jump to another one's code, hooked already */
     for (const f of functions)
       this.hookedAddresses.set(f.address, f.functionId);
     this._publishTable();
     const callbacks = { onEnter: this.cm.ada_on_enter, onLeave: this.cm.ada_on_leave };
+    const tls = Module.findGlobalExportByName('pthread_getspecific');
+    /* The code each function runs, past jump thunks, as Frida's Interceptor resolves them.
+     * Functions whose own code it is go first: a thunk to one of them is then recorded
+     * under its name, not hooked twice (which would record each call twice). */
+    const code = functions.map(f => this._resolveRedirects(ptr(f.address)));
+    const own = i => code[i].equals(ptr(functions[i].address)) ? 0 : 1;
+    const order = functions.map((f, i) => i).sort((a, b) => own(a) - own(b) || a - b);
     let hooked = 0;
-    for (const f of functions) {
-      try {
-        const reason = this.inline !== null ? this.inline.hook(ptr(f.address), f.functionId) : '';
-        if (reason === null) {
-          hooked++;
-          continue;
-        }
-        Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
+    for (const i of order) {
+      const f = functions[i], at = code[i];
+      const owner = this.codeOwners.get(at.toString());
+      if (owner !== undefined) {
+        aliases.push({ name: f.name, module: f.module, address: f.address, as: owner });
         hooked++;
-        if (this.inline !== null)
-          fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+        continue;
+      }
+      if (tls !== null && at.equals(tls)) {
+        /* Frida's Interceptor and ada's hot path both call it for every hooked call: hooked,
+         * it would recurse until the target crashes. */
+        this.hookedAddresses.delete(f.address);
+        failures.push({ name: f.name, module: f.module, address: f.address,
+                        error: 'ada and Frida call it on every hooked call: it cannot be traced' });
+        continue;
+      }
+      try {
+        const reason = this.inline !== null ? this.inline.hook(at, f.functionId, ptr(f.address)) : '';
+        if (reason !== null) {
+          Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
+          if (this.inline !== null)
+            fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+        }
+        this.codeOwners.set(at.toString(), `${f.module}!${f.name}`);
+        hooked++;
       } catch (e) {
         this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
@@ -518,7 +543,34 @@ class AdaAgent {
       }
     }
     Interceptor.flush();
-    return { hooked, failures, fallbacks };
+    return { hooked, failures, fallbacks, aliases };
+  }
+
+  /*
+   * Where the code at `address` really starts: through `jmp target` and `jmp [rip+x]`
+   * (x86_64) or `b target` (arm64) thunks, stopping at code ada hooked already (it starts
+   * with ada's own jump now), as Frida's Interceptor resolves a function it attaches to.
+   */
+  _resolveRedirects(address) {
+    let at = address;
+    for (let hops = 0; hops < 8 && !this.codeOwners.has(at.toString()); hops++) {
+      let insn;
+      try {
+        insn = Instruction.parse(at);
+      } catch (e) {
+        break;
+      }
+      if (insn.mnemonic !== 'jmp' && insn.mnemonic !== 'b')
+        break;
+      const op = insn.operands[0];
+      if (op.type === 'imm')
+        at = ptr(op.value);
+      else if (op.type === 'mem' && op.value.base === 'rip' && op.value.index === undefined)
+        at = insn.next.add(op.value.disp).readPointer();
+      else
+        break;
+    }
+    return at;
   }
 
   /* The functions resolve() found; from now on modules are hooked as they load. */
@@ -556,9 +608,9 @@ class AdaAgent {
                                          this.triggerSelection.functionsIn(module, names.names));
     if (functions.length === 0 && triggers.length === 0)
       return;
-    const { hooked, failures, fallbacks } = this._attach(functions, triggers);
+    const { hooked, failures, fallbacks, aliases } = this._attach(functions, triggers);
     send({ type: 'ada:module-loaded', module: module.name, functions, triggers, hooked, failures,
-           fallbacks, hits: this.selection.hits });
+           fallbacks, aliases, hits: this.selection.hits });
   }
 
   /*

@@ -260,6 +260,8 @@ typedef struct
   FunctionTable * functions;  /* see ada_set_functions */
   guint64 inline_exit;        /* the inline engine's exit stub; 0: that engine is not in use */
   gsize inline_key;           /* pthread key: the thread's InlineStack (never deleted) */
+  guint64 own_code[4];        /* [lo, hi) of this module's code and of Frida's agent: see
+                               * ada_own_call */
 } AdaState;
 
 extern AdaState ada_state;
@@ -713,6 +715,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_region_fd", ADA_OFFSET (AdaState, region_fd));
   ADA_LAYOUT ("agent.state_inline_exit", ADA_OFFSET (AdaState, inline_exit));
   ADA_LAYOUT ("agent.state_inline_key", ADA_OFFSET (AdaState, inline_key));
+  ADA_LAYOUT ("agent.state_own_code", ADA_OFFSET (AdaState, own_code));
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));
   ADA_LAYOUT ("agent.sizeof_inline_entry", sizeof (InlineEntry));
@@ -826,8 +829,33 @@ ada_overflow_thread (void)
   return &s->overflow;
 }
 
+extern int sigfillset (gpointer set);
+extern int pthread_sigmask (int how, gconstpointer set, gpointer old);
+
+static ThreadState * ada_claim_thread (void);
+
+/*
+ * A thread's first hooked call: it gets a slot. Meanwhile its signals wait (so no
+ * handler's hooked call runs half way through this), and its TLS says `registering`:
+ * the hooked functions this calls itself (the libc behind pthread_getattr_np, say) are
+ * ada's own calls, not recorded, not counted.
+ */
 static ThreadState *
 ada_register_thread (void)
+{
+  guint64 all[16], old[16];  /* sigset_t: 128 bytes on Linux, 4 on Darwin */
+  ThreadState * t;
+
+  sigfillset (all);
+  pthread_sigmask (ADA_SIG_SETMASK, all, old);
+  gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
+  t = ada_claim_thread ();
+  pthread_sigmask (ADA_SIG_SETMASK, old, NULL);
+  return t;
+}
+
+static ThreadState *
+ada_claim_thread (void)
 {
   AdaState * s = &ada_state;
   RegionHeader * h = s->region;
@@ -835,9 +863,6 @@ ada_register_thread (void)
   ThreadState * t;
   SlotControl * c;
 
-  /* A signal handler's hooked call while this runs finds `registering` (counted as
-   * skipped), not a second slot of its own. */
-  gum_tls_key_set_value (s->tls_key, &s->registering);
   slot = ada_claim_slot ();
   if (slot < 0)
     return ada_overflow_thread ();
@@ -954,8 +979,8 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
   ADA_THREAD (t); \
   if (t->overflowed) \
   { \
-    g_atomic_pointer_add ((volatile gssize *) (t == &ada_state.registering \
-        ? &ada_state.region->skipped_events : &ada_state.region->overflow_events), 1); \
+    if (t != &ada_state.registering)  /* ada's own call, as it registers the thread */ \
+      g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1); \
     return; \
   }
 
@@ -1362,6 +1387,23 @@ ada_count (volatile guint64 * counter, gssize n)
   g_atomic_pointer_add ((volatile gssize *) counter, n);
 }
 
+/* A call made by ada itself (this module, or Frida's code it calls: the TLS lookup, a
+ * wait, mapping a shadow stack) into a function the inline engine hooks: it returns to
+ * one of these ranges. It runs unrecorded and is no loss: the program did not make it. */
+static gboolean
+ada_own_call (guint64 ret)
+{
+  const guint64 * r = ada_state.own_code;
+  return (ret >= r[0] && ret < r[1]) || (ret >= r[2] && ret < r[3]);
+}
+
+/* An address in Frida's agent (for the agent to find its code: see ada_own_call). */
+guint64
+ada_frida_code (void)
+{
+  return (guint64) (gsize) gum_tls_key_get_value;
+}
+
 /*
  * The calls above the first `keep` entries are over without a return: those an
  * exception unwound (see ada_inline_unwinding) end with an EXCEPTION event, as the
@@ -1411,18 +1453,27 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   ADA_THREAD (t);
   if (t->overflowed)
   {
-    ada_count (t == &s->registering ? &s->region->skipped_events : &s->region->overflow_events, 2);
+    if (t != &s->registering)  /* else ada's own call, as it registers the thread */
+      ada_count (&s->region->overflow_events, 2);
     return;
   }
-  /* Busy: a signal handler interrupted this thread inside ada_inline_enter/leave, whose
-   * ring and stack writes are half done. Its call runs unrecorded (counted). */
-  if (t->busy || !ada_inline_stack (t))
+  /* Busy: ada's own call, or a signal handler that interrupted this thread inside
+   * ada_inline_enter/leave, whose ring and stack writes are half done. Its call runs
+   * unrecorded (counted if the program made it). */
+  if (t->busy)
   {
-    ada_count (&s->region->skipped_events, 2);
+    if (!ada_own_call (ret))
+      ada_count (&s->region->skipped_events, 2);
     return;
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
+  if (!ada_inline_stack (t))
+  {
+    ada_count (&s->region->skipped_events, 2);
+    t->busy = 0;
+    return;
+  }
   ADA_NOW (now);  /* once busy: a signal handler's events never come before this one's */
   st = t->inline_stack;
   /* Calls at or below this sp (on the same stack) were left without a return (a

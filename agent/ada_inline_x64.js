@@ -55,6 +55,29 @@ function putVectors(w, store) {
     w.putBytes(movdquRsp(store, i, 16 * i));
 }
 
+/*
+ * [start, end) of the mapping that holds `address`. Frida hides its own memory from
+ * Process.findRangeByAddress, so on Linux this reads /proc/self/maps; elsewhere null (then
+ * ada's own calls into hooked functions are counted with the skipped ones).
+ */
+function mappingOf(address) {
+  let maps;
+  try {
+    maps = File.readAllText('/proc/self/maps');
+  } catch (e) {
+    return null;
+  }
+  for (const line of maps.split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
+    if (m === null)
+      continue;
+    const start = ptr('0x' + m[1]), end = ptr('0x' + m[2]);
+    if (address.compare(start) >= 0 && address.compare(end) < 0)
+      return [start, end];
+  }
+  return null;
+}
+
 class InlineHooksX64 {
   /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
   constructor(cm, layout, state, mapFlags) {
@@ -74,6 +97,15 @@ class InlineHooksX64 {
     this.exitStub = this._writeExitStub();
     this.detached = this._writeDetachedCode(state);
     state.add(layout['agent.state_inline_exit']).writePointer(this.exitStub);
+    /* ada's own code, whose calls into hooked functions are not the program's */
+    const frida = new NativeFunction(cm.ada_frida_code, 'pointer', [])();
+    [cm.ada_inline_enter, frida].forEach((address, i) => {
+      const range = mappingOf(address);
+      if (range === null)
+        return;
+      state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
+      state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
+    });
   }
 
   _map(hint, size, prot) {
@@ -216,11 +248,12 @@ class InlineHooksX64 {
   }
 
   /*
-   * Hook the function at `address`; null when done, else why it cannot be (the caller
-   * falls back to Frida's Interceptor).
+   * Hook the code at `code` (the function at `address`, past any jump thunk) as function
+   * `functionId`; null when done, else why it cannot be (the caller falls back to Frida's
+   * Interceptor).
    */
-  hook(address, functionId) {
-    let target = address;
+  hook(code, functionId, address) {
+    let target = code;
     if (ENDBR64.every((b, i) => target.add(i).readU8() === b))
       target = target.add(ENDBR64.length);  /* the landing pad stays: indirect calls need it */
     const length = this._prologueLength(target);

@@ -109,6 +109,23 @@ def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
     assert_balanced(work)
 
 
+def test_a_jump_thunk_is_hooked_once(tmp_path, target_bin, engine):
+    """thunk() is `jmp work`: both engines hook the code it jumps to (as Frida resolves
+    it), once, so each call is recorded once, under work's name, and ada says so."""
+    n = 1000
+    s, out = trace(tmp_path, *engine, "-f", target_bin("inline_cases"), "thunk", n,
+                   "-i", "inline_cases!thunk", "-i", "inline_cases!work", quiet=False)
+    assert len(function_events(s, "work")[0]) == 2 * n
+    assert len(function_events(s, "thunk")[0]) == 0
+    (alias,) = s.manifest["hook_aliases"]
+    assert (alias["name"], alias["as"]) == ("thunk", "inline_cases!work")
+    assert "1 function(s) only jump to another selected function's code" in out.stderr
+    alone, _ = trace(tmp_path / "alone", *engine, "-f", target_bin("inline_cases"), "thunk", n,
+                     "-i", "inline_cases!thunk")
+    assert len(function_events(alone, "thunk")[0]) == 2 * n  # the code it runs, its name
+    assert alone.manifest["hook_aliases"] == []
+
+
 def test_the_manifest_names_the_engine(tmp_path, target_bin):
     s, _ = trace(tmp_path, *INLINE, "-f", target_bin("exact_calls"), "10",
                  "-i", "exact_calls!work")

@@ -35,6 +35,9 @@ __attribute__((noinline)) long work(long x)
   return x * 2;
 }
 
+long thunk(long x);
+__asm__(".globl thunk\n.type thunk, @function\nthunk:\n  jmp work\n.size thunk, 5\n");
+
 __attribute__((noinline)) long in_handler(long x)
 {
   sink += x;
@@ -133,6 +136,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++)
       pthread_join(t[i], NULL);
     printf("calls %ld\n", spun[0] + spun[1]);
+  } else if (strcmp(how, "thunk") == 0) {
+    for (long i = 0; i < n; i++)
+      thunk(i);
   } else if (strcmp(how, "churn") == 0) {
     for (long i = 0; i < n; i++) {
       pthread_t t;

@@ -31,14 +31,18 @@ class HookedFunctions:
         self.failures: list[dict[str, Any]] = []
         # functions the inline engine left to Frida's Interceptor ({name, module, reason})
         self.fallbacks: list[dict[str, Any]] = []
+        # functions that only jump to code hooked for another ({name, module, as}): their
+        # calls are recorded under that one
+        self.aliases: list[dict[str, Any]] = []
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
 
     def add(self, functions: list[dict[str, Any]], triggers: list[dict[str, Any]],
             failures: list[dict[str, Any]], hits: list[int],
-            fallbacks: list[dict[str, Any]] | None = None) -> None:
+            fallbacks: list[dict[str, Any]] | None = None,
+            aliases: list[dict[str, Any]] | None = None) -> None:
         """A batch the agent found (and hooked, but for `failures`; `fallbacks` by Frida's
-        Interceptor instead of the inline engine)."""
+        Interceptor instead of the inline engine; `aliases` through another's hook)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
             use = "use as a trigger" if f.get("trigger") else "hook"
@@ -50,11 +54,18 @@ class HookedFunctions:
                 if len(fallbacks) > 5 else ""
             self.warn(f"{len(fallbacks)} function(s) hooked by Frida's Interceptor instead of "
                       f"inline: {shown}{more}")
+        if aliases:
+            shown = ", ".join(f"{f['name']} (as {f['as']})" for f in aliases[:5])
+            more = f" and {len(aliases) - 5} more (listed in the manifest)" \
+                if len(aliases) > 5 else ""
+            self.warn(f"{len(aliases)} function(s) only jump to another selected function's "
+                      f"code: their calls are recorded under its name: {shown}{more}")
         with self._lock:
             self.functions.extend(functions)
             self.triggers.update({int(t["triggerId"], 16): t for t in triggers})
             self.failures.extend(failures)
             self.fallbacks.extend(fallbacks or [])
+            self.aliases.extend(aliases or [])
             self.hits = list(hits)
 
     def unload(self, path: str, base: str, removed_ns: int) -> None:
@@ -83,5 +94,5 @@ class HookedFunctions:
         """Copies for the manifest."""
         with self._lock:
             return {"functions": list(self.functions), "failures": list(self.failures),
-                    "fallbacks": list(self.fallbacks),
+                    "fallbacks": list(self.fallbacks), "aliases": list(self.aliases),
                     "unloaded": list(self.unloaded)}
