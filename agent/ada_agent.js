@@ -139,10 +139,22 @@ function findVdsoClock() {
  * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
  */
 function inlineEngine(cm, layout, state, mapFlags) {
+  if (Process.arch === 'x64' && shadowStacksOn())
+    throw new Error('--hook-engine inline cannot run in a process with CET shadow stacks on ' +
+                    '(it redirects return addresses): use --hook-engine frida');
   if (Process.arch === 'x64' && typeof InlineHooksX64 !== 'undefined')
     return new InlineHooksX64(cm, layout, state, mapFlags);
   throw new Error(`--hook-engine inline is not available on ${Process.arch} yet ` +
                   '(x86_64 only): use --hook-engine frida');
+}
+
+/* Linux 6.6+ says so in /proc/self/status ("x86_Thread_features: shstk ..."). */
+function shadowStacksOn() {
+  try {
+    return /^x86_Thread_features:.*\bshstk\b/m.test(File.readAllText('/proc/self/status'));
+  } catch (e) {
+    return false;
+  }
 }
 
 /*
