@@ -294,7 +294,7 @@ class InlineHooksX64 {
     });
     if (!fits)
       throw new Error(`inline stub for ${address} overflows its space`);
-    const original = target.readByteArray(length);
+    const original = target.readByteArray(JMP_BYTES);
     this._writeJump(target, stub);
     this.hooks.push({ target, original });
     return null;
@@ -316,15 +316,20 @@ class InlineHooksX64 {
     if (w.offset !== JMP_BYTES)
       throw new Error(`inline stub out of a near jump's reach of ${target}`);
     w.dispose();
+    this._writeHead(target, jmp.readByteArray(JMP_BYTES));
+  }
+
+  /* The first 5 bytes at `target` (the jump, or the original bytes back): see _writeJump. */
+  _writeHead(target, head) {
     const offset = target.and(7).toInt32();
     if (offset <= 8 - JMP_BYTES) {
       const word = target.sub(offset);
       const bytes = new Uint8Array(word.readByteArray(8));
-      bytes.set(new Uint8Array(jmp.readByteArray(JMP_BYTES)), offset);
+      bytes.set(new Uint8Array(head), offset);
       const value = new DataView(bytes.buffer).getBigUint64(0, true);
       Memory.patchCode(word, 8, code => code.writeU64(uint64(value.toString())));
     } else {
-      Memory.patchCode(target, JMP_BYTES, code => code.writeByteArray(jmp.readByteArray(JMP_BYTES)));
+      Memory.patchCode(target, JMP_BYTES, code => code.writeByteArray(head));
     }
   }
 
@@ -360,7 +365,7 @@ class InlineHooksX64 {
   /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
   unhook() {
     for (const h of this.hooks.splice(0))
-      Memory.patchCode(h.target, h.original.byteLength, code => code.writeByteArray(h.original));
+      this._writeHead(h.target, h.original);
   }
 
   /* The stubs stop calling the agent (see _writeDetachedCode). */
