@@ -1429,13 +1429,16 @@ ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
 }
 
 /* How many entries stay when the stack pointer is at `sp`: frames at or below it (on
- * the same stack) are gone. */
+ * the same stack) are gone, but for a tail call: a function entered at `sp` whose return
+ * address `ret` is already the exit stub was jumped to by the call of that entry, which
+ * is still open (0: not entering a function). */
 static guint64
-ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp)
+ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp, guint64 ret)
 {
   guint64 n = st->len;
 
-  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp))
+  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp) &&
+      !(st->entries[n - 1].sp == sp && ret == ada_state.inline_exit))
     n--;
   return n;
 }
@@ -1480,10 +1483,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
    * longjmp), but for a tail call: a hooked function jumped here, its return address
    * (already the exit stub) is this call's. That call stays open: this one returns
    * through the exit stub to it, and it to its caller (each gets its RETURN). */
-  n = st->len;
-  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp) &&
-      !(st->entries[n - 1].sp == sp && ret == s->inline_exit))
-    n--;
+  n = ada_inline_live (t, st, sp, ret);
   if (n < st->len)
     ada_inline_drop (t, st, n, now);
   if (n >= st->capacity)
@@ -1593,8 +1593,10 @@ ada_inline_thread (void)
   return t != NULL && !t->overflowed && t->inline_stack != NULL && !t->busy ? t : NULL;
 }
 
-void
-ada_inline_unwinding (GumInvocationContext * ic)
+/* Calls below the stack pointer are gone; the open ones get their real return address
+ * back (`unwinding`) or the exit stub again. */
+static void
+ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
 {
   ThreadState * t = ada_inline_thread ();
   InlineStack * st;
@@ -1606,51 +1608,35 @@ ada_inline_unwinding (GumInvocationContext * ic)
   ADA_COMPILER_BARRIER ();
   ADA_NOW (now);
   st = t->inline_stack;
-  keep = ada_inline_live (t, st, ADA_SP (ic));
+  keep = ada_inline_live (t, st, ADA_SP (ic), 0);
   if (keep < st->len)
     ada_inline_drop (t, st, keep, now);
   for (i = 0; i < keep; i++)
   {
     InlineEntry * e = &st->entries[i];
     volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
-    if (!e->unwinding && *slot == ada_state.inline_exit)
-    {
+    if (unwinding && !e->unwinding && *slot == ada_state.inline_exit)
       *slot = e->ret;
-      e->unwinding = 1;
-    }
+    else if (!unwinding && e->unwinding && *slot == e->ret)
+      *slot = ada_state.inline_exit;
+    else
+      continue;
+    e->unwinding = unwinding;
   }
   ADA_COMPILER_BARRIER ();
   t->busy = 0;
 }
 
 void
+ada_inline_unwinding (GumInvocationContext * ic)
+{
+  ada_inline_swap_returns (ic, TRUE);
+}
+
+void
 ada_inline_caught (GumInvocationContext * ic)
 {
-  ThreadState * t = ada_inline_thread ();
-  InlineStack * st;
-  guint64 now, i, keep;
-
-  if (t == NULL)
-    return;
-  t->busy = 1;
-  ADA_COMPILER_BARRIER ();
-  ADA_NOW (now);
-  st = t->inline_stack;
-  keep = ada_inline_live (t, st, ADA_SP (ic));
-  if (keep < st->len)
-    ada_inline_drop (t, st, keep, now);
-  for (i = 0; i < keep; i++)
-  {
-    InlineEntry * e = &st->entries[i];
-    volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
-    if (e->unwinding && *slot == e->ret)
-    {
-      *slot = ada_state.inline_exit;
-      e->unwinding = 0;
-    }
-  }
-  ADA_COMPILER_BARRIER ();
-  t->busy = 0;
+  ada_inline_swap_returns (ic, FALSE);
 }
 #endif
 

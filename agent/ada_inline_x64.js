@@ -55,6 +55,26 @@ function putVectors(w, store) {
     w.putBytes(movdquRsp(store, i, 16 * i));
 }
 
+/* Push `saved`, the frame (rsp) into `frameReg`, align the stack and save the vectors:
+ * what a stub keeps of the caller's registers around its call into ada_hooks.c. */
+function putSave(w, saved, frameReg) {
+  for (const reg of saved)
+    w.putPushReg(reg);
+  w.putMovRegReg(frameReg, 'rsp');
+  w.putMovRegReg('rbp', 'rsp');  /* rbp is among `saved` */
+  w.putAndRegU32('rsp', 0xfffffff0);
+  w.putSubRegImm('rsp', XMM_BYTES);
+  putVectors(w, true);
+}
+
+/* The other half of putSave. */
+function putRestore(w, saved) {
+  putVectors(w, false);
+  w.putMovRegReg('rsp', 'rbp');
+  for (const reg of [...saved].reverse())
+    w.putPopReg(reg);
+}
+
 /*
  * [start, end) of the mapping that holds `address`. Frida hides its own memory from
  * Process.findRangeByAddress, so on Linux this reads /proc/self/maps; elsewhere null (then
@@ -169,20 +189,11 @@ class InlineHooksX64 {
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
       w.putPushReg('rax');  /* the slot the real return address goes in */
-      for (const reg of EXIT_SAVED)
-        w.putPushReg(reg);
-      w.putMovRegReg('rdi', 'rsp');  /* the frame */
-      w.putMovRegReg('rbp', 'rsp');
-      w.putAndRegU32('rsp', 0xfffffff0);
-      w.putSubRegImm('rsp', XMM_BYTES);
-      putVectors(w, true);
+      putSave(w, EXIT_SAVED, 'rdi');
       w.putMovRegAddress('rax', vector);
       w.putCallRegOffsetPtr('rax', 8);
       w.putMovRegOffsetPtrReg('rbp', 8 * EXIT_RET, 'rax');
-      putVectors(w, false);
-      w.putMovRegReg('rsp', 'rbp');
-      for (const reg of [...EXIT_SAVED].reverse())
-        w.putPopReg(reg);
+      putRestore(w, EXIT_SAVED);
       w.putRet();
       w.flush();
       if (w.offset > size)
@@ -266,21 +277,12 @@ class InlineHooksX64 {
     let fits = true;
     Memory.patchCode(stub, STUB_BYTES, code => {
       const w = new X86Writer(code, { pc: stub });
-      for (const reg of ENTRY_SAVED)
-        w.putPushReg(reg);
-      w.putMovRegReg('rsi', 'rsp');  /* the frame */
-      w.putMovRegReg('rbp', 'rsp');
-      w.putAndRegU32('rsp', 0xfffffff0);
-      w.putSubRegImm('rsp', XMM_BYTES);
-      putVectors(w, true);
+      putSave(w, ENTRY_SAVED, 'rsi');
       w.putMovRegU64('rdi', uint64(functionId));
       w.putMovRegAddress('rdx', address);
       w.putMovRegAddress('rax', vector);
       w.putCallRegOffsetPtr('rax', 0);
-      putVectors(w, false);
-      w.putMovRegReg('rsp', 'rbp');
-      for (const reg of [...ENTRY_SAVED].reverse())
-        w.putPopReg(reg);
+      putRestore(w, ENTRY_SAVED);
       const r = new X86Relocator(target, w);
       let n = 0;
       do

@@ -115,8 +115,8 @@ def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
     assert jumper["event_kind"].tolist() == [F.EVENT_CALL] * n
 
 
-def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin):
-    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("tail_call"), 500,
+def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-o", tmp_path, "-f", target_bin("tail_call"), 500,
                   "-i", "tail_call!tail_*")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))

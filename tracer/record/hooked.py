@@ -48,18 +48,10 @@ class HookedFunctions:
             use = "use as a trigger" if f.get("trigger") else "hook"
             self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
                       f"{f['reason']}; the other functions are traced")
-        if fallbacks:
-            shown = ", ".join(f"{f['name']} ({f['reason']})" for f in fallbacks[:5])
-            more = f" and {len(fallbacks) - 5} more (listed in the manifest)" \
-                if len(fallbacks) > 5 else ""
-            self.warn(f"{len(fallbacks)} function(s) hooked by Frida's Interceptor instead of "
-                      f"inline: {shown}{more}")
-        if aliases:
-            shown = ", ".join(f"{f['name']} (as {f['as']})" for f in aliases[:5])
-            more = f" and {len(aliases) - 5} more (listed in the manifest)" \
-                if len(aliases) > 5 else ""
-            self.warn(f"{len(aliases)} function(s) only jump to another selected function's "
-                      f"code: their calls are recorded under its name: {shown}{more}")
+        self._say_some(fallbacks, "hooked by Frida's Interceptor instead of inline",
+                       lambda f: f"{f['name']} ({f['reason']})")
+        self._say_some(aliases, "only jump to another selected function's code: their calls "
+                       "are recorded under its name", lambda f: f"{f['name']} (as {f['as']})")
         with self._lock:
             self.functions.extend(functions)
             self.triggers.update({int(t["triggerId"], 16): t for t in triggers})
@@ -67,6 +59,15 @@ class HookedFunctions:
             self.fallbacks.extend(fallbacks or [])
             self.aliases.extend(aliases or [])
             self.hits = list(hits)
+
+    def _say_some(self, items: list[dict[str, Any]] | None, what: str,
+                  describe: Callable[[dict[str, Any]], str]) -> None:
+        """One warning for a batch: how many functions `what`, the first five by name."""
+        if not items:
+            return
+        more = f" and {len(items) - 5} more (listed in the manifest)" if len(items) > 5 else ""
+        self.warn(f"{len(items)} function(s) {what}: "
+                  f"{', '.join(map(describe, items[:5]))}{more}")
 
     def unload(self, path: str, base: str, removed_ns: int) -> None:
         with self._lock:
