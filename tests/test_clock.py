@@ -114,10 +114,10 @@ def _kernel_clocksource() -> str:
     ("--clock-source", "auto", "--transport", "rpc"),
     ("--clock-source", "auto", "--detail"),
 ], ids=["os", "auto", "auto-rpc", "auto-detail"])
-def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, extra):
+def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, extra, engine):
     n = 40
     s, out = trace_session(tmp_path, "-f", target_bin("clock_marks"), str(n), "20000",
-                           "-i", "clock_marks!work", *extra)
+                           "-i", "clock_marks!work", *extra, *engine)
     marks = _marks(out.stdout)
     assert marks.shape == (n, 2)
     ev = function_events(s, "work")[0]

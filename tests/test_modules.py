@@ -22,8 +22,8 @@ def plug_events(s):
 @pytest.mark.parametrize("pattern", ["libplug.so.1.2.3", "libplug.so.1", "libplug.so",
                                      "*/libplug.so.1.2.3", "libplug*"],
                          ids=["file", "soname", "dlopen-symlink", "path-glob", "glob"])
-def test_a_library_loaded_later_is_hooked_as_it_loads(tmp_path, plugin, pattern):
-    s, out = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 300,
+def test_a_library_loaded_later_is_hooked_as_it_loads(tmp_path, plugin, pattern, engine):
+    s, out = trace(tmp_path, *engine, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 300,
                    "-i", f"{pattern}!plug_work", quiet=False)
     assert f"waiting for {pattern} to load" in out.stderr, out.stderr
     assert "loaded: hooked 1 function(s)" in out.stderr, out.stderr
@@ -45,8 +45,8 @@ def test_soname_of_a_library_linked_at_start(tmp_path, plugin):
     assert len(plug_events(s)) == 2 * N
 
 
-def test_functions_from_start_and_from_a_later_module_in_one_session(tmp_path, plugin):
-    s, _ = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200, 2,
+def test_functions_from_start_and_from_a_later_module_in_one_session(tmp_path, plugin, engine):
+    s, _ = trace(tmp_path, *engine, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200, 2,
                  "-i", "plugin_host!host_work", "-i", "libplug.so.1!plug_work")
     assert [m["module_id"] for m in s.manifest["modules"]] == [0, 1]
     assert len(function_events(s, "host_work")[0]) == 2 * 2
@@ -56,15 +56,15 @@ def test_functions_from_start_and_from_a_later_module_in_one_session(tmp_path, p
     assert_verify_clean(s.path)
 
 
-def test_attach_then_load(tmp_path, plugin):
+def test_attach_then_load(tmp_path, plugin, engine):
     gate = tmp_path / "gate"
     target = subprocess.Popen([str(a) for a in (plugin / "plugin_host", plugin / "libplug.so", N,
                                                 0, 1, gate)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert read_line(target).strip() == "waiting"
-        ada = subprocess.Popen(ada_command("trace", "-o", tmp_path / "traces", "-p", target.pid,
-                                           "-i", "libplug.so!plug_work"),
+        ada = subprocess.Popen(ada_command("trace", *engine, "-o", tmp_path / "traces",
+                                           "-p", target.pid, "-i", "libplug.so!plug_work"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for line in ada.stderr:
             if "recording" in line:
@@ -101,8 +101,8 @@ def test_an_item_that_matched_later_is_not_reported_but_one_that_never_did_is(tm
     assert len(plug_events(s)) == 2 * N
 
 
-def test_a_trigger_in_a_library_loaded_later(tmp_path, plugin):
-    s, _ = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200,
+def test_a_trigger_in_a_library_loaded_later(tmp_path, plugin, engine):
+    s, _ = trace(tmp_path, *engine, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200,
                  "-i", "plugin_host!host_work", "--trigger", "libplug.so!plug_work",
                  "--pre-roll-ms", 50, "--post-roll-ms", 50)
     triggers = s.manifest["triggers"]

@@ -25,11 +25,12 @@ def in_private_shm(size: str, *ada_args: object, after: str = "", where: str = "
     return ["unshare", "-m", "sh", "-c", script]
 
 
-def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_path, target_bin):
+def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_path, target_bin,
+                                                                          engine):
     """200 threads x 1 MiB rings do not fit in 64 MiB: the threads that find no room are
     counted with their events, and the target runs to its end."""
     calls, threads = 3000, 200
-    out = subprocess.run(in_private_shm("64m", "trace", "-q", "-o", tmp_path, "-f",
+    out = subprocess.run(in_private_shm("64m", "trace", *engine, "-q", "-o", tmp_path, "-f",
                                         target_bin("ends"), calls, threads, "exit:0",
                                         "-i", "ends!work", after="ls /dev/shm >&2;"),
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -44,9 +45,9 @@ def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_p
     assert "ada-" not in out.stderr.splitlines()[-1]  # ls /dev/shm: nothing left
 
 
-def test_a_dev_shm_too_small_for_one_thread(tmp_path, target_bin):
+def test_a_dev_shm_too_small_for_one_thread(tmp_path, target_bin, engine):
     """auto falls back to the rpc transport, saying why; shm by name is refused in one line."""
-    args = ("trace", "-o", tmp_path, "-f", target_bin("exact_calls"), 1000, "-i",
+    args = ("trace", *engine, "-o", tmp_path, "-f", target_bin("exact_calls"), 1000, "-i",
             "exact_calls!work")
     out = subprocess.run(in_private_shm("512k", *args), capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
@@ -80,7 +81,8 @@ def test_nothing_is_left_in_dev_shm_when_ada_is_killed(tmp_path, target_bin):
     assert listing.read_text() == ""
 
 
-def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path, target_bin):
+def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path, target_bin,
+                                                                    engine):
     """The output directory is a 1 MiB tmpfs; the target makes 400,000 calls (25 MB of index
     events; the index file ends with the last whole write that fit). ada stops, keeps every event that fit, writes the manifest (room was held for
     it), prints the session path and says in one line which file failed and what was kept."""
@@ -91,9 +93,9 @@ def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path, ta
              f"> {report}/info.json; ls -A {out_dir}/session_*/pid_* > {report}/files;")
     report.mkdir()
     # Rings of 64 KiB: the drain writes at most that much at once, so some writes fit.
-    out = subprocess.run(in_private_shm("1m", "trace", "-q", "-o", out_dir, "--ring-kb", 64,
-                                        "-f", target_bin("exact_calls"), 400000, "-i",
-                                        "exact_calls!work", after=after, where=out_dir),
+    out = subprocess.run(in_private_shm("1m", "trace", *engine, "-q", "-o", out_dir,
+                                        "--ring-kb", 64, "-f", target_bin("exact_calls"), 400000,
+                                        "-i", "exact_calls!work", after=after, where=out_dir),
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 1, out.stderr
     last = out.stderr.strip().splitlines()[-1]
