@@ -169,3 +169,11 @@ def function_id(module_id: int, symbol_index: int) -> int:
 
 def split_function_id(fid: int) -> tuple[int, int]:
     return fid >> 32, fid & U32_MAX
+
+
+def crc32c(data: bytes | memoryview, value: int = 0) -> int:
+    """The files' checksum (CRC-32C), continued from `value`. The crc32c package is imported
+    on first use: its import takes about 30 ms (it reads its own version from the installed
+    metadata), which the commands that only read should not pay."""
+    from crc32c import crc32c as checksum
+    return checksum(data, value)

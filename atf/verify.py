@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from . import format as F
@@ -170,7 +169,7 @@ def _check_crc(path: Path, expected: int, data: np.ndarray, where: int,
                report: VerifyReport) -> None:
     if expected == 0:
         return
-    actual = crc32c.crc32c(memoryview(np.ascontiguousarray(data)))
+    actual = F.crc32c(memoryview(np.ascontiguousarray(data)))
     if actual != expected:
         report.add(path, where, f"checksum 0x{expected:08x} in footer, events section has "
                    f"0x{actual:08x}")

@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-import crc32c
 import numpy as np
 
 from . import format as F
@@ -54,7 +53,7 @@ def _rehash(fd: int, start: int, length: int) -> int:
         chunk = os.pread(fd, min(_REHASH_CHUNK, end - pos), pos)
         if not chunk:
             break
-        crc = crc32c.crc32c(chunk, crc)
+        crc = F.crc32c(chunk, crc)
         pos += len(chunk)
     return crc
 
@@ -107,7 +106,7 @@ class _Lane:
                 except OSError:
                     pass
                 raise
-        self.crc = crc32c.crc32c(data, self.crc)
+        self.crc = F.crc32c(data, self.crc)
         if self.count == 0:
             self.time_start = first_ts
         self.time_end = last_ts
