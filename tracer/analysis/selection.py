@@ -146,7 +146,10 @@ class CallFilter:
 
     def chunk(self, thread: ThreadReader, a: int, b: int, names: dict[int, str]) -> Calls:
         """The calls of one chunk (calls.chunk_bounds), the filters applied."""
-        calls = C.chunk_calls(thread, a, b)
+        return self.apply(C.chunk_calls(thread, a, b), names)
+
+    def apply(self, calls: Calls, names: dict[int, str]) -> Calls:
+        """The calls of a chunk that pass the filters."""
         if self.hide:
             calls = hide(calls, matching_ids(calls, names, self.hide))
         if self.within:
