@@ -12,12 +12,16 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as P
 
 import ada.atf as atf
 from ada.tracer.analysis import calls as C
 from ada.tracer.analysis import sql as Q
+from ada.tracer.analysis.arguments import Decoder
+from ada.tracer.analysis.selection import CallFilter
+from ada.tracer.analysis.tables import VIEWS
 from helpers import run_ada, session_path
 from test_analysis import BALANCED, UNBALANCED, random_tree, write_session
 
@@ -160,21 +164,55 @@ def test_speedscope_export_opens_and_closes_every_frame_in_order(request, tmp_pa
     assert got == expected_calls(synthetic)
 
 
+ORDER = {"events": "thread, seq", "calls": "call", "functions": "function_id",
+         "threads": "thread", "args": "thread, seq, position"}
+
+
+def same_rows_as_the_views(out, session, selection=None):
+    """Each Parquet file of `out` holds exactly the rows of its `ada query` view (the views
+    of the same selection, events in its time window), compared as text, in order."""
+    con = Q.connect(session, selection, events_window=True, decoder=Decoder(session))
+    for view, (_, columns) in VIEWS.items():
+        cols = ", ".join(f'"{c}"::VARCHAR' for c in columns)
+        want = con.execute(f"SELECT {cols} FROM {view} ORDER BY {ORDER[view]}").fetchall()
+        got = con.execute(f"SELECT {cols} FROM '{out}/{view}.parquet' "
+                          f"ORDER BY {ORDER[view]}").fetchall()
+        assert got == want, view
+        assert pq.read_schema(out / f"{view}.parquet").names == columns
+
+
 @pytest.mark.parametrize("which", ["synthetic", "real"])
-def test_parquet_export_reads_back_in_duckdb(request, tmp_path, which):
+def test_parquet_export_holds_the_views_rows(request, tmp_path, which):
     synthetic = request.getfixturevalue(which)
     export(synthetic, tmp_path, "parquet")
     out = export(synthetic, tmp_path, "parquet")  # made again into the same directory
-    con = duckdb.connect()
-    events = con.execute(f"SELECT count(*) FROM '{out}/events.parquet'").fetchall()[0][0]
-    assert events == synthetic.event_count()
-    per_name = dict(con.execute(f"SELECT name, sum(self_ns) FROM '{out}/calls.parquet' "
-                                "GROUP BY name").fetchall())
+    same_rows_as_the_views(out, synthetic)
+    # and by independent figures: every event once, the self times of `ada report`
+    table = pq.read_table(out / "events.parquet")
+    assert table.num_rows == synthetic.event_count()
+    assert str(table.schema.field("timestamp_ns").type) == "uint64"
+    per_name = dict(duckdb.sql(f"SELECT name, sum(self_ns) FROM '{out}/calls.parquet' "
+                               "GROUP BY name").fetchall())
     report = json.loads(run_ada("report", synthetic.path, "--json").stdout)["functions"]
     assert per_name == {r["name"]: r["self_ns"] for r in report}
-    assert sorted(r[0] for r in con.execute(
-        f"SELECT name FROM '{out}/functions.parquet'").fetchall()) == sorted(
+    assert sorted(pq.read_table(out / "functions.parquet")["name"].to_pylist()) == sorted(
         synthetic.symbol_names().values())
+    if which == "real":  # the detail lane's arguments, decoded
+        assert pq.read_table(out / "args.parquet").num_rows > 0
+
+
+def test_parquet_export_takes_the_filters(synthetic, tmp_path):
+    t = synthetic.threads[2]
+    ts = t.index.events["timestamp_ns"]
+    lo, hi = int(ts[len(ts) // 4]), int(ts[len(ts) // 2])
+    out = export(synthetic, tmp_path, "parquet", "--tid", t.thread_id, "--from-ns", lo,
+                 "--to-ns", hi, "-D", "3")
+    selection = CallFilter(tids=[t.thread_id], start_ns=lo, end_ns=hi, max_depth=3)
+    same_rows_as_the_views(out, synthetic, selection)
+    events = pq.read_table(out / "events.parquet")
+    assert set(events["tid"].to_pylist()) == {t.thread_id}
+    assert events.num_rows == int(((ts >= lo) & (ts <= hi)).sum())
+    assert max(pq.read_table(out / "calls.parquet")["depth"].to_pylist()) < 3
 
 
 def test_exports_take_the_filters(synthetic, tmp_path):
@@ -203,7 +241,7 @@ def test_query_views_and_output_formats(synthetic):
     assert text.splitlines()[-1] == "(3 rows)" and text.splitlines()[2].split() == [
         str(synthetic.threads[0].thread_id), str(len(synthetic.threads[0]))]
     listing = run_ada("query", synthetic.path).stdout
-    for view, (_, columns) in Q.VIEWS.items():
+    for view, (_, columns) in VIEWS.items():
         line = listing.split(f"{view}: ")[1].splitlines()[1]
         assert [c.split()[0] for c in line.strip().split(", ")] == columns
 

@@ -2,14 +2,14 @@
 
 The index lane registers without a copy: each thread's columns are numpy views of its mapped
 file, which DuckDB scans in place. The calls table is built (calls.py, every core) only when a
-query names `calls`; it is the one table `ada report` counts, so both agree. `ada query` and
-the Parquet export (exports/parquet.py) both read through `connect`.
+query names `calls`; it is the one table `ada report` counts, so both agree. The small tables
+come from tables.py, as do the Parquet export's (exports/parquet.py), so the files and the
+views hold the same rows (a test compares them).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -18,27 +18,9 @@ from ada.atf import format as F
 from ada.atf.session import SessionReader
 
 from . import calls as C
+from . import tables
 from .arguments import Decoder
-from .debuginfo import demangle
-from .selection import CallFilter, function_names, label, module_names
-
-# view -> (what it holds, its columns); the columns are checked against the views by a test.
-VIEWS: dict[str, tuple[str, list[str]]] = {
-    "events": ("every index event of every thread",
-               ["thread", "tid", "seq", "timestamp_ns", "function_id", "name", "kind", "depth",
-                "detail_seq"]),
-    "calls": ("every CALL paired with its RETURN (the calls table `ada report` counts)",
-              ["call", "thread", "tid", "function_id", "name", "start_ns", "end_ns",
-               "duration_ns", "self_ns", "depth", "parent", "call_seq", "return_seq",
-               "open", "no_call", "left"]),
-    "functions": ("every hooked function of the manifest (name demangled; symbol as linked)",
-                  ["function_id", "name", "symbol", "module", "address"]),
-    "threads": ("every thread", ["thread", "tid", "events", "first_ns", "last_ns"]),
-    "args": ("the arguments (position 1...) and return values (arg 'return') the detail lane "
-             "recorded, named and decoded by debug information (raw registers without it)",
-             ["thread", "tid", "seq", "timestamp_ns", "function_id", "name", "position", "arg",
-              "value"]),
-}
+from .selection import CallFilter
 
 
 def names_view(sql: str, view: str) -> bool:
@@ -49,7 +31,7 @@ def names_view(sql: str, view: str) -> bool:
 def connect(session: SessionReader, selection: CallFilter | None = None,
             with_calls: bool = True, events_window: bool = False,
             decoder: Decoder | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the views of VIEWS. `selection` picks the threads (and the
+    """A DuckDB connection with the views of tables.VIEWS. `selection` picks the threads (and the
     calls, with every filter of CallFilter); `events_window` also keeps only the events in
     its time window. Without `with_calls` the calls view is there, empty; without a
     `decoder`, so is the args view."""
@@ -57,24 +39,12 @@ def connect(session: SessionReader, selection: CallFilter | None = None,
     threads = selection.threads(session)
     con = duckdb.connect()
     _functions(con, session)
-    con.register("_threads", {
-        "thread": np.array([t.id for t in threads], dtype=np.uint32),
-        "tid": np.array([t.thread_id for t in threads], dtype=np.uint64),
-        "events": np.array([len(t) for t in threads], dtype=np.uint64),
-        "first_ns": np.array([(t.index.time_range() or (0, 0))[0] for t in threads], dtype=np.uint64),
-        "last_ns": np.array([(t.index.time_range() or (0, 0))[1] for t in threads], dtype=np.uint64)})
+    con.register("_threads", tables.threads(threads))
     con.execute("CREATE VIEW threads AS SELECT * FROM _threads")
     parts = []
     for t in threads:
-        ev = t.index.events
-        if events_window and (selection.start_ns is not None or selection.end_ns is not None):
-            ts = ev["timestamp_ns"]
-            a = int(np.searchsorted(ts, selection.start_ns or 0, side="left"))
-            b = int(np.searchsorted(ts, selection.end_ns, side="right")) \
-                if selection.end_ns is not None else len(ev)
-        else:
-            a, b = 0, len(ev)
-        ev = ev[a:b]
+        a, b = tables.event_window(t, selection) if events_window else (0, len(t))
+        ev = t.index.events[a:b]
         con.register(f"_index_{t.id}", {
             "seq": np.arange(a, b, dtype=np.uint32 if b < (1 << 32) else np.uint64),
             "timestamp_ns": ev["timestamp_ns"], "function_id": ev["function_id"],
@@ -95,68 +65,21 @@ def connect(session: SessionReader, selection: CallFilter | None = None,
         NULLIF(e.detail_seq, {F.NO_DETAIL_SEQ}) AS detail_seq
         FROM ({union}) e LEFT JOIN functions f ON f.function_id = e.function_id""")
     _calls(con, session, selection if with_calls else None)
-    _args(con, session, threads, decoder)
-    return con
-
-
-def _args(con: duckdb.DuckDBPyConnection, session: SessionReader, threads: list,
-          decoder: Decoder | None) -> None:
-    """Every function record of the detail lanes, decoded: a row per argument and per
-    return value (the detail lane is sparse: decoded one record at a time)."""
-    rows: dict[str, list] = {name: [] for name in VIEWS["args"][1]}
-    names = function_names(session)
-    for t in threads if decoder is not None else []:
-        if t.detail is None:
-            continue
-        for event in t.detail:
-            if not event.is_function:
-                continue
-            fid = event.function_id
-            if event.event_type == F.DETAIL_FUNCTION_CALL:
-                values = list(enumerate(decoder.call_values(fid, event)[0], start=1))
-            else:
-                value = decoder.return_text(fid, event)
-                values = [] if value is None else [(None, ("return", value))]
-            for position, (arg, text) in values:
-                for key, v in (("thread", t.id), ("tid", t.thread_id),
-                               ("seq", event.index_seq), ("timestamp_ns", event.timestamp_ns),
-                               ("function_id", fid), ("name", label(names, fid)),
-                               ("position", position), ("arg", arg), ("value", text)):
-                    rows[key].append(v)
-    types = {"thread": np.uint32, "tid": np.uint64, "seq": np.uint64,
-             "timestamp_ns": np.uint64, "function_id": np.uint64}
-    con.register("_args", {k: np.array(v, dtype=types.get(k, object)) for k, v in rows.items()})
+    con.register("_args", tables.args(session, threads, decoder))
     con.execute("CREATE VIEW args AS SELECT thread, tid, seq, timestamp_ns, function_id, "
                 "name::VARCHAR AS name, "
                 "position::INTEGER AS position, arg::VARCHAR AS arg, value::VARCHAR AS value "
                 "FROM _args")
+    return con
 
 
 def _functions(con: duckdb.DuckDBPyConnection, session: SessionReader) -> None:
-    modules = module_names(session)
-    rows: dict[int, tuple[str, Any, Any]] = {}
-    for s in (session.manifest or {}).get("symbols") or []:
-        if not isinstance(s, dict):
-            continue
-        try:
-            fid = int(s["function_id"], 16) if isinstance(s.get("function_id"), str) \
-                else int(s["function_id"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        rows.setdefault(fid, (str(s.get("name")), modules.get(s.get("module_id", fid >> 32)),
-                              s.get("address")))
-    ids = sorted(rows)
-    names = [demangle(rows[f][0]) for f in ids]
-    con.register("_function_rows", {
-        "function_id": np.array(ids, dtype=np.uint64),
-        "name": np.array(names, dtype=object),
-        "symbol": np.array([rows[f][0] for f in ids], dtype=object),
-        "module": np.array([rows[f][1] for f in ids], dtype=object),
-        "address": np.array([rows[f][2] for f in ids], dtype=object)})
+    rows = tables.functions(session)
+    con.register("_function_rows", rows)
     # Names as an ENUM: a join hands events and calls a small integer per row instead of a
-    # string, which DuckDB's group-bys and the Parquet writer's dictionary take as it is
-    # (the events export 2x faster); the value still reads, compares and prints as text.
-    con.register("_names", {"name": np.array(sorted(set(names)), dtype=object)})
+    # string, which DuckDB's group-bys take as it is; the value still reads, compares and
+    # prints as text.
+    con.register("_names", {"name": np.array(sorted(set(rows["name"])), dtype=object)})
     con.execute("CREATE TYPE function_name AS ENUM (SELECT name FROM _names)")
     con.execute("CREATE TABLE _functions AS SELECT function_id, name::function_name AS name, "
                 "symbol, module, address FROM _function_rows")

@@ -31,8 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "call, arguments from the detail lane, the flight recorder's triggers and windows). "
         "chrome: Chrome's JSON trace format. folded: folded stacks with self time in ns "
         "(flamegraph.pl, inferno, speedscope). speedscope: speedscope's evented profile, a "
-        "profile per thread in time order. parquet: a directory of events, calls, functions "
-        "and threads .parquet files (zstd) for DuckDB, Spark, pandas.",
+        "profile per thread in time order. parquet: a directory of events, calls, functions, "
+        "threads and args .parquet files (zstd), the views of `ada query`, for DuckDB, Spark, "
+        "pandas.",
         epilog="examples:\n"
         "  ada export ada_traces/session_*/pid_1234 --format perfetto --open\n"
         "  ada export SESSION --format folded -o app.folded && flamegraph.pl app.folded > a.svg\n"
@@ -67,11 +68,10 @@ def run(args: argparse.Namespace) -> int:
         if out.exists() and not out.is_dir():
             raise CliError(f"{out}: exists and is not a directory")
         decoder = decoder_for(session, args)
-        import duckdb
         try:
             count = writer(session, selection, out, progress, decoder)
-        except (duckdb.Error, OSError) as e:
-            raise CliError(f"{out}: {str(e).strip().splitlines()[0]}") from None
+        except OSError as e:
+            raise CliError(f"{e.filename or out}: {e.strerror}") from None
         finish_decoder(decoder)
     else:
         if out.is_dir():

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import duckdb
 
     from ..analysis import sql as Q
+    from ..analysis.tables import VIEWS
     session = SessionReader(args.session)
     wants = {view: args.sql is not None and Q.names_view(args.sql, view)
              for view in ("calls", "args")}
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if decoder is not None:
         finish_decoder(decoder)
     if args.sql is None:
-        for view, (what, _) in Q.VIEWS.items():
+        for view, (what, _) in VIEWS.items():
             columns = con.sql(f"DESCRIBE {view}").fetchall()
             print(f"{view}: {what}")
             # an ENUM's type is its whole list of values: name the text it holds instead
