@@ -46,9 +46,19 @@ def _zigzag(v: int) -> int:
     return (v << 1) ^ (v >> 63)
 
 
+_SMALL = [bytes([i]) for i in range(128)]  # varints of one byte
+_HEADS = {(delta, kind): bytes([delta << 4 | kind]) for delta in range(1, 16)
+          for kind in range(1, 13)}
+
+
+def _integer(value: int) -> bytes:
+    z = _zigzag(value) & ((1 << 64) - 1)
+    return _SMALL[z] if z < 128 else varint(z)
+
+
 def _thrift_value(kind: int, value: object) -> bytes:
     if kind in (T_I16, T_I32, T_I64):
-        return varint(_zigzag(int(value)) & ((1 << 64) - 1))
+        return _integer(int(value))
     if kind == T_STRUCT:
         return bytes(value)
     if kind in (T_TRUE, T_FALSE):
@@ -76,7 +86,7 @@ def struct(*fields: tuple[int, int, object]) -> bytes:
         if kind == T_TRUE and not value:
             kind = T_FALSE
         delta = number - last
-        out.append(bytes([delta << 4 | kind]) if 0 < delta <= 15 else
+        out.append(_HEADS[delta, kind] if 0 < delta <= 15 else
                    bytes([kind]) + varint(_zigzag(number)))
         out.append(_thrift_value(kind, value))
         last = number
