@@ -507,7 +507,10 @@ class AdaAgent {
       this.hookedAddresses.set(f.address, f.functionId);
     this._publishTable();
     const callbacks = { onEnter: this.cm.ada_on_enter, onLeave: this.cm.ada_on_leave };
-    const tls = Module.findGlobalExportByName('pthread_getspecific');
+    /* Frida's Interceptor and ada's hot path call these for a thread's hooked calls:
+     * hooked, they would recurse until the target crashes. */
+    const machinery = ['pthread_getspecific', 'pthread_setspecific']
+      .map(name => Module.findGlobalExportByName(name)).filter(a => a !== null);
     /* The code each function runs, past jump thunks, as Frida's Interceptor resolves them.
      * Functions whose own code it is go first: a thunk to one of them is then recorded
      * under its name, not hooked twice (which would record each call twice). */
@@ -523,9 +526,7 @@ class AdaAgent {
         hooked++;
         continue;
       }
-      if (tls !== null && at.equals(tls)) {
-        /* Frida's Interceptor and ada's hot path both call it for every hooked call: hooked,
-         * it would recurse until the target crashes. */
+      if (machinery.some(a => at.equals(a))) {
         this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address,
                         error: 'ada and Frida call it on every hooked call: it cannot be traced' });

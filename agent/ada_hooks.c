@@ -247,6 +247,7 @@ typedef struct
   ThreadState * threads;      /* max_threads entries, zeroed */
   ThreadState overflow;       /* shared by every thread past max_threads */
   ThreadState registering;    /* a thread's own while it registers (see ada_register_thread) */
+  ThreadState frida;          /* Frida's own threads' (see ada_inline_enter) */
   guint64 index_mask;
   guint64 index_capacity;
   guint8 * detail_rings;
@@ -500,6 +501,7 @@ ada_init (guint32 pid)
   s->pid = pid;
   s->overflow.overflowed = 1;
   s->registering.overflowed = 1;
+  s->frida.overflowed = 1;
 #ifdef ADA_TICKS
   h->clock_ticks = 1;
 #endif
@@ -825,7 +827,6 @@ ada_overflow_thread (void)
 {
   AdaState * s = &ada_state;
   g_atomic_int_add ((volatile gint *) &s->region->overflow_threads, 1);
-  gum_tls_key_set_value (s->tls_key, &s->overflow);
   return &s->overflow;
 }
 
@@ -835,10 +836,14 @@ extern int pthread_sigmask (int how, gconstpointer set, gpointer old);
 static ThreadState * ada_claim_thread (void);
 
 /*
- * A thread's first hooked call: it gets a slot. Meanwhile its signals wait (so no
- * handler's hooked call runs half way through this), and its TLS says `registering`:
- * the hooked functions this calls itself (the libc behind pthread_getattr_np, say) are
- * ada's own calls, not recorded, not counted.
+ * A thread's first hooked call: it gets a slot. Meanwhile its TLS says `registering`:
+ * the hooked functions this calls itself (pthread_sigmask, the libc behind
+ * pthread_getattr_np, say) are ada's own calls, not recorded, not counted; and its
+ * signals wait, so no handler's hooked call runs half way through this. They are let
+ * through with the thread registered and busy: a handler that runs then has its hooked
+ * calls counted as skipped by the inline engine (ada_inline_enter), which tells them from
+ * ada's own call to pthread_sigmask by their return address. (A signal in the instant
+ * before they wait runs its handler `registering`, its hooked calls unrecorded.)
  */
 static ThreadState *
 ada_register_thread (void)
@@ -846,11 +851,16 @@ ada_register_thread (void)
   guint64 all[16], old[16];  /* sigset_t: 128 bytes on Linux, 4 on Darwin */
   ThreadState * t;
 
+  gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
   sigfillset (all);
   pthread_sigmask (ADA_SIG_SETMASK, all, old);
-  gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
   t = ada_claim_thread ();
+  if (!t->overflowed)
+    t->busy = 1;
+  gum_tls_key_set_value (ada_state.tls_key, t);
   pthread_sigmask (ADA_SIG_SETMASK, old, NULL);
+  if (!t->overflowed)
+    t->busy = 0;
   return t;
 }
 
@@ -903,7 +913,6 @@ ada_claim_thread (void)
   c->waits = 0;
   c->wait_ns = 0;
   g_atomic_int_add ((volatile gint *) &c->state, (gint) (ADA_SLOT_ACTIVE - c->state));
-  gum_tls_key_set_value (s->tls_key, t);
   pthread_setspecific (s->exit_key, t);
   return t;
 }
@@ -979,7 +988,7 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
   ADA_THREAD (t); \
   if (t->overflowed) \
   { \
-    if (t != &ada_state.registering)  /* ada's own call, as it registers the thread */ \
+    if (t != &ada_state.registering && t != &ada_state.frida)  /* else not the program's */ \
       g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1); \
     return; \
   }
@@ -1453,10 +1462,20 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   InlineEntry * e;
   guint64 n;
 
+  /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
+   * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
+   * this engine, for good. (One whose first hooked call comes from elsewhere, libc called
+   * by Frida, is recorded as a thread of the program.) */
+  t = gum_tls_key_get_value (s->tls_key);
+  if (t == NULL && ada_own_call (ret))
+  {
+    gum_tls_key_set_value (s->tls_key, &s->frida);
+    return;
+  }
   ADA_THREAD (t);
   if (t->overflowed)
   {
-    if (t != &s->registering)  /* else ada's own call, as it registers the thread */
+    if (t != &s->registering && t != &s->frida)  /* else not the program's call */
       ada_count (&s->region->overflow_events, 2);
     return;
   }

@@ -37,6 +37,41 @@ def test_exact_count_one_thread(tmp_path, target_bin, engine):
     assert_verify_clean(s.path)
 
 
+def test_the_functions_ada_itself_calls_can_be_hooked(tmp_path, target_bin, engine):
+    """pthread_sigmask (a thread's registration calls it, from inside its first hooked call)
+    and pthread_rwlock_wrlock hooked along with the program's function: no recursion, and
+    every call of work() on 8 threads recorded."""
+    n = 2000
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n), "8",
+                 "-i", "exact_calls!work", "-i", "libc.so.6!pthread_sigmask",
+                 "-i", "libc.so.6!pthread_rwlock_wrlock")
+    counts = sorted(len(ev) for ev in function_events(s, "work").values())
+    assert counts == [2 * (n + i) for i in range(8)]
+    for t in s.threads:
+        assert_balanced(t.index.events)
+    assert_verify_clean(s.path)
+
+
+def test_all_of_libc(tmp_path, target_bin, engine):
+    """-I libc.so.6, every export of the C library: the program runs to its end with every
+    call of its own function recorded, on its one thread (Frida's own threads call libc
+    too: neither engine records them). The two functions Frida and ada call for every
+    hooked call (the thread-specific data lookups) are refused, and said."""
+    n = 3000
+    s, out = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n),
+                   "-I", "libc.so.6", "-i", "exact_calls!work", quiet=False, timeout=240)
+    assert len(s.threads) == 1 and s.threads[0].thread_id == s.manifest["process"]["pid"]
+    work = function_events(s, "work")[0]
+    assert len(work) == 2 * n and np.all(work["call_depth"] == work["call_depth"][0])
+    refused = {f["name"]: f["error"] for f in s.manifest["hook_failures"]}
+    assert {"pthread_getspecific", "pthread_setspecific"} <= set(refused)
+    assert "cannot be traced" in refused["pthread_setspecific"]
+    assert "pthread_setspecific" in out.stderr or "could not be" in out.stderr
+    assert len(s.manifest["symbols"]) > 1000
+    assert s.manifest["end"]["exit_status"] == 0
+    assert_verify_clean(s.path)
+
+
 @pytest.mark.parametrize("toolchain", ["internal", "external"])
 def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain, engine):
     """Both CModule toolchains (TinyCC, the system's gcc -O2) build a hot path that records all."""
