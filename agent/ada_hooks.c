@@ -1467,12 +1467,15 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
    * this engine, for good. (One whose first hooked call comes from elsewhere, libc called
    * by Frida, is recorded as a thread of the program.) */
   t = gum_tls_key_get_value (s->tls_key);
-  if (t == NULL && ada_own_call (ret))
+  if (t == NULL)
   {
-    gum_tls_key_set_value (s->tls_key, &s->frida);
-    return;
+    if (ada_own_call (ret))
+    {
+      gum_tls_key_set_value (s->tls_key, &s->frida);
+      return;
+    }
+    t = ada_register_thread ();
   }
-  ADA_THREAD (t);
   if (t->overflowed)
   {
     if (t != &s->registering && t != &s->frida)  /* else not the program's call */
