@@ -148,6 +148,25 @@ function inlineEngine(cm, layout, state, mapFlags) {
                   '(x86_64 only): use --hook-engine frida');
 }
 
+/*
+ * The hot path's "this is the process ada was loaded into" flag (ADA_FORKED in
+ * ada_hooks.c): 1 in a private page, never unmapped, that Linux empties in a forked child
+ * (MADV_WIPEONFORK, 4.14+). Where that cannot be had, the flag stays 1 in a child too.
+ */
+function hereFlag(mapFlags) {
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const page = mmap(NULL, Process.pageSize, 3 /* PROT_READ | PROT_WRITE */, mapFlags, -1, 0);
+  if (page.equals(ptr(-1)))
+    throw new Error('cannot map a page for the hot path');
+  page.writeU32(1);
+  const madvise = Module.findGlobalExportByName('madvise');
+  if (Process.platform === 'linux' && madvise !== null)
+    new NativeFunction(madvise, 'int', ['pointer', 'size_t', 'int'])(page, Process.pageSize,
+                                                                      18 /* MADV_WIPEONFORK */);
+  return page;
+}
+
 /* Linux 6.6+ says so in /proc/self/status ("x86_Thread_features: shstk ..."). */
 function shadowStacksOn() {
   try {
@@ -219,6 +238,7 @@ function hex64(hi, lo) {
 class AdaAgent {
   constructor() {
     this.cm = null;
+    this.here = null;        /* see hereFlag: reads 0 in a forked child's copy of this script */
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
     this.region = null;
     this.regionFd = -1;      /* the shared memory file, open while the process lives */
@@ -271,6 +291,8 @@ class AdaAgent {
     state.add(L['agent.state_threads']).writePointer(threads);
     state.add(L['agent.state_region_fd']).writeS32(this.regionFd);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
+    this.here = hereFlag(plat.anonMapFlags);
+    state.add(L['agent.state_here']).writePointer(this.here);
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
     if (config.hookEngine === 'inline')
@@ -784,6 +806,8 @@ class AdaAgent {
    */
   dispose(reason) {
     this.stop();
+    if (this._forked())
+      return null;  /* a forked child's copy: the recording and its rings are the parent's */
     if (reason !== 'exit' && reason !== 'exec' || this.handedOver || this.stoppedByHost)
       return null;  /* ada is finishing: it takes what is left itself, and acks nothing */
     const acked = new Promise(resolve => {
@@ -851,6 +875,8 @@ class AdaAgent {
   }
 
   _onExitCall(status) {
+    if (this._forked())
+      return;  /* a forked child's exit: not the traced process's */
     if (this.exitStatus !== null)
       return;  /* exit() calls _exit() with the same status */
     this.exitStatus = status;
@@ -873,7 +899,8 @@ class AdaAgent {
    */
   _onException(details) {
     const signal = fatalSignal(details.type);
-    if (signal === null || this.crashed || this._programHandles(signal.numbers))
+    if (signal === null || this.crashed || this._forked() ||
+        this._programHandles(signal.numbers))
       return false;
     this.crashed = true;
     const memory = details.memory || null;
@@ -974,9 +1001,14 @@ class AdaAgent {
       this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
       this.finiFn();
     }
-    if (this.region !== null)
+    if (this.region !== null && !this._forked())
       this.region.add(this.layout['header.stop']).writeU32(1);
     return true;
+  }
+
+  /* In a forked child's copy of this script (its region is the parent's, shared). */
+  _forked() {
+    return this.here !== null && this.here.readU32() === 0;
   }
 }
 

@@ -263,9 +263,21 @@ typedef struct
   gsize inline_key;           /* pthread key: the thread's InlineStack (never deleted) */
   guint64 own_code[4];        /* [lo, hi) of this module's code and of Frida's agent: see
                                * ada_own_call */
+  volatile guint32 * here;    /* 1 in the process ada was loaded into, 0 in a forked child:
+                               * see ADA_FORKED */
 } AdaState;
 
 extern AdaState ada_state;
+
+/*
+ * A forked child runs the parent's hooks (its copy of this module) until Frida disposes
+ * the parent's script in it, and with --no-follow-children that is after the child has
+ * started. The rings and counters are the parent's shared memory: the child must not
+ * write them (its calls would land in the parent's rings, and its thread's end would free
+ * a parent's slot). *here lives in a private page the kernel empties in a child
+ * (MADV_WIPEONFORK, Linux 4.14+; elsewhere it stays 1, see docs/recording.md).
+ */
+#define ADA_FORKED() (*ada_state.here == 0)
 
 #ifdef ADA_CLOCK_MACH
 extern guint64 mach_continuous_time (void);
@@ -718,6 +730,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_inline_exit", ADA_OFFSET (AdaState, inline_exit));
   ADA_LAYOUT ("agent.state_inline_key", ADA_OFFSET (AdaState, inline_key));
   ADA_LAYOUT ("agent.state_own_code", ADA_OFFSET (AdaState, own_code));
+  ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));
   ADA_LAYOUT ("agent.sizeof_inline_entry", sizeof (InlineEntry));
@@ -927,6 +940,8 @@ ada_thread_exit (gpointer value)
 {
   ThreadState * t = value;
   gum_tls_key_set_value (ada_state.tls_key, NULL);
+  if (ADA_FORKED ())
+    return;
   g_atomic_int_add ((volatile gint *) &t->ctl->state, ADA_SLOT_ENDED - ADA_SLOT_ACTIVE);
 }
 
@@ -936,6 +951,7 @@ ada_fini (void)
 {
   pthread_key_delete (ada_state.exit_key);
 }
+
 
 /* TinyCC does not inline: the per-call steps below are macros, not functions. */
 #define ADA_THREAD(t) \
@@ -984,6 +1000,8 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
 
 /* Timestamp and thread state; a thread past --max-threads is only counted (and returns). */
 #define ADA_BEGIN(now, t) \
+  if (ADA_FORKED ()) \
+    return; \
   ADA_NOW (now); \
   ADA_THREAD (t); \
   if (t->overflowed) \
@@ -1423,6 +1441,11 @@ ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
 {
   guint64 n = st->len, left = 0;
 
+  if (ADA_FORKED ())
+  {
+    st->len = keep;
+    return;
+  }
   while (n > keep)
   {
     n--;
@@ -1462,6 +1485,8 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   InlineEntry * e;
   guint64 n;
 
+  if (ADA_FORKED ())
+    return;
   /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
    * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
    * this engine, for good. (One whose first hooked call comes from elsewhere, libc called
@@ -1565,6 +1590,11 @@ ada_inline_leave (guint64 * frame)
     abort ();
   ret = st->entries[i - 1].ret;
   fid = st->entries[i - 1].function_id;
+  if (ADA_FORKED ())
+  {
+    st->len = i - 1;  /* a call the parent entered, returning in a forked child */
+    return ret;
+  }
   if (t->busy)
   {
     st->len = i - 1;
@@ -1675,7 +1705,7 @@ ada_on_terminate (GumInvocationContext * ic)
   guint32 inline_len;
 
   (void) ic;
-  if (t == NULL || t->overflowed)
+  if (t == NULL || t->overflowed || ADA_FORKED ())
     return;
   inline_len = t->inline_stack != NULL ? (guint32) t->inline_stack->len : 0;
   if (t->shadow_len + t->depth_extra + inline_len == 0)
@@ -1699,6 +1729,8 @@ ada_on_trigger (GumInvocationContext * ic)
   guint32 pos;
   TriggerEntry * e;
 
+  if (ADA_FORKED ())
+    return;
   if (now - h->last_trigger_ns < h->trigger_gap_ns)
   {
     g_atomic_int_add ((volatile gint *) &h->triggers_coalesced, 1);

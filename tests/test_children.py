@@ -69,6 +69,24 @@ def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, 
     assert_verify_clean(main)
 
 
+def test_a_child_left_untraced_writes_nothing_into_the_parents_rings(tmp_path, target_bin,
+                                                                     engine):
+    """Until Frida disposes the parent's script in an unfollowed child, the child runs the
+    parent's hooks, whose rings are the parent's shared memory. With rings of 4 KB (128
+    events) its calls used to land there: drops, and counts that were not the parent's. The
+    hot path now knows it is in a child (a page Linux empties at fork) and writes nothing.
+    ("nowait": the parent does not wait for its child, so a child that never starts, a
+    Frida fork flake this test does not judge, cannot hold the recording.)"""
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), 3000,
+                  M, "nowait", "-i", "forks!work", "--no-follow-children", "--ring-kb", 4)
+    assert out.returncode == 0, out.stderr
+    (main,) = session_lines(out)
+    s, counts = work_events(main)
+    assert counts == {pids(out)["parent"]: 2 * 3000}
+    assert s.manifest["drops"]["index"] == 0 and s.manifest["end"]["clean"]
+    assert_verify_clean(main)
+
+
 def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_bin, engine):
     out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "exec",
                   "-i", "forks!work")

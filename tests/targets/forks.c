@@ -1,5 +1,6 @@
 /* Forks one child; both call work() (the parent N times, the child M times, interleaved in
- * time). MODE (argv[3]): "wait" the parent waits for the child; "exec" the child execs this
+ * time). MODE (argv[3]): "wait" the parent waits for the child; "nowait" the parent exits
+ * after its calls without waiting; "exec" the child execs this
  * program as "forks K" (the new image calls work() K = M times and exits); "orphan" the
  * parent exits at once and the child keeps calling work() every 10 ms for M calls. Each
  * process prints "pid <role> <pid>" first. */
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "orphan") == 0)
     return 0;
   calls(n, 100);
-  waitpid(child, NULL, 0);
+  if (strcmp(mode, "nowait") != 0)
+    waitpid(child, NULL, 0);
   return 0;
 }
