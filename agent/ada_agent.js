@@ -148,16 +148,22 @@ function inlineEngine(cm, layout, state, mapFlags) {
                   '(x86_64 only): use --hook-engine frida');
 }
 
+/* Private anonymous pages, readable and writable; null if the system has none to give. */
+function mapAnonymous(size, flags) {
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const base = mmap(NULL, size, PROT_READ_WRITE, flags, -1, 0);
+  return base.equals(ptr(-1)) ? null : base;
+}
+
 /*
  * The hot path's "this is the process ada was loaded into" flag (ADA_FORKED in
  * ada_hooks.c): 1 in a private page, never unmapped, that Linux empties in a forked child
  * (MADV_WIPEONFORK, 4.14+). Where that cannot be had, the flag stays 1 in a child too.
  */
 function hereFlag(mapFlags) {
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  const page = mmap(NULL, Process.pageSize, 3 /* PROT_READ | PROT_WRITE */, mapFlags, -1, 0);
-  if (page.equals(ptr(-1)))
+  const page = mapAnonymous(Process.pageSize, mapFlags);
+  if (page === null)
     throw new Error('cannot map a page for the hot path');
   page.writeU32(1);
   const madvise = Module.findGlobalExportByName('madvise');
@@ -371,10 +377,8 @@ class AdaAgent {
   }
 
   _mapPrivate(size, flags) {
-    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-    const base = mmap(NULL, size, PROT_READ_WRITE, flags, -1, 0);
-    if (base.equals(ptr(-1)))
+    const base = mapAnonymous(size, flags);
+    if (base === null)
       throw new Error(`cannot reserve ${Math.round(size / 1048576)} MB for the rings in the target; ` +
                       'lower --max-threads, --ring-kb or --detail-ring-kb');
     return base;

@@ -176,26 +176,6 @@ class Chunk:
 
 # ---- encodings ----
 
-def _varint_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ULEB128 varints of uint64 `values` as (a row of 10 bytes per value, its size)."""
-    v = values.astype(np.uint64, copy=True)
-    rows = np.zeros((len(v), 10), dtype=np.uint8)
-    size = np.ones(len(v), dtype=np.int64)
-    for k in range(10):
-        more = v >= 0x80
-        rows[:, k] = (v & 0x7F) | np.where(more, 0x80, 0).astype(np.uint64)
-        v >>= np.uint64(7)
-        if not more.any():
-            break
-        size += more
-    return rows, size
-
-
-def _ragged(rows: np.ndarray, size: np.ndarray) -> bytes:
-    """The first size[i] bytes of each row, back to back."""
-    return rows[np.arange(rows.shape[1]) < size[:, None]].tobytes()
-
-
 def bit_packed(values: np.ndarray, width: int) -> bytes:
     """One bit-packed run of the RLE/bit-packing hybrid: values < 2**width, width 1, 2, 4, 8,
     16 or 32; the last group of 8 padded with zeros (readers know how many values there are)."""
@@ -228,12 +208,10 @@ def levels(mask: np.ndarray) -> bytes:
     if n == 0:
         return b""
     change = np.flatnonzero(mask[1:] != mask[:-1]) + 1
-    if len(change) * 4 < n // 8:
-        starts = np.r_[0, change]
-        lengths = np.diff(np.r_[starts, n])
-        rows, size = _varint_rows(lengths.astype(np.uint64) << np.uint64(1))
-        rows[np.arange(len(rows)), size] = mask[starts]
-        return _ragged(rows, size + 1)
+    if len(change) * 4 < n // 8:  # fewer than a run per 32 rows: a few bytes each
+        starts = np.r_[0, change].tolist()
+        ends = starts[1:] + [n]
+        return b"".join(_rle_run(int(mask[a]), b - a, 1) for a, b in zip(starts, ends))
     return varint(-(-n // 8) << 1 | 1) + np.packbits(mask, bitorder="little").tobytes()
 
 
