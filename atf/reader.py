@@ -24,6 +24,7 @@ from .errors import (AtfError, BadMagicError, CorruptFileError, SeqOutOfRangeErr
                      TruncatedFileError, UnsupportedFormatError)
 from .records import gather, walk_records
 
+R2_LEVEL_BLOCK = 1 << 20  # revision 2: events between two levels kept (IndexReader.read)
 CLEAN = "clean"
 RECOVERED = "recovered"
 DEGRADED = "degraded"  # a detail lane read up to a malformed record (DetailReader.problem)
@@ -218,6 +219,7 @@ class IndexReader:
         self.flags = int(h["flags"])
         self._raw = m.buf[self.events_offset:self.events_offset + count * F.INDEX_EVENT_SIZE]
         self._events: np.ndarray | None = None
+        self._r2_levels: tuple[np.ndarray, int] | None = None
 
     def _find_footer(self) -> tuple[np.void | None, int]:
         m = self._file
@@ -259,6 +261,57 @@ class IndexReader:
     @property
     def timestamps(self) -> np.ndarray:
         return self.events["timestamp_ns"]
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Events [a, b) as a new array of format.INDEX_EVENT, copied from the file rather
+        than viewed through the mapping: a reader that goes through a large file a chunk at
+        a time then holds only its chunks (every page of the mapping it touched would stay
+        in its resident memory until the file is closed)."""
+        raw = self.read_raw(a, b)
+        if self.revision == F.REVISION_1:
+            return raw
+        return _normalise_r2(raw, self.thread_id, self._r2_depth_at(max(0, a)))
+
+    def _r2_depth_at(self, a: int) -> int:
+        """Revision 2 has no call_depth: the calls open before event `a`, counted as a whole
+        file is (lifted so that a trace that starts inside calls has no negative depth).
+        The level at every block start is computed once, a block read at a time."""
+        step = R2_LEVEL_BLOCK
+        if self._r2_levels is None:
+            level, low, starts = 0, 0, []
+            for at in range(0, self._count, step):
+                starts.append(level)
+                d = np.cumsum(_r2_steps(self.read_raw(at, at + step)), dtype=np.int64)
+                if len(d):
+                    low = min(low, level + int(d.min()))
+                    level += int(d[-1])
+            self._r2_levels = (np.array(starts, dtype=np.int64), -low)
+        starts, lift = self._r2_levels
+        block = a // step
+        if block >= len(starts):
+            return 0
+        before = _r2_steps(self.read_raw(block * step, a))
+        return int(starts[block]) + int(before.sum()) + lift
+
+    def read_raw(self, a: int, b: int) -> np.ndarray:
+        """Events [a, b) as stored (revision 1 or 2 records), copied from the file."""
+        a, b = max(0, a), min(b, self._count)
+        n = max(0, b - a)
+        size = F.INDEX_EVENT_SIZE
+        raw = np.empty(n * size, dtype=np.uint8)
+        if n:
+            fd = open_regular(self.path)
+            try:
+                got = os.preadv(fd, [raw], self.events_offset + a * size)
+            except OSError as e:
+                raise AtfError(f"cannot read events {a}..{b}: {e.strerror}", self.path) from e
+            finally:
+                os.close(fd)
+            if got != len(raw):
+                raise TruncatedFileError(f"expected {len(raw)} bytes of events {a}..{b}, read "
+                                         f"{got} (the file shrank?)", self.path,
+                                         self.events_offset + a * size)
+        return raw.view(F.INDEX_EVENT if self.revision == F.REVISION_1 else F.INDEX_EVENT_R2)
 
     def __len__(self) -> int:
         return self._count
@@ -307,8 +360,16 @@ class IndexReader:
         return self._raw
 
 
-def _normalise_r2(ev: np.ndarray, thread_id: int) -> np.ndarray:
-    """Revision 2 events in the normalised layout; call_depth derived from nesting."""
+def _r2_steps(ev: np.ndarray) -> np.ndarray:
+    """+1 for a CALL, -1 for a RETURN, 0 for anything else (revision 2 records)."""
+    kind = ev["event_kind"]
+    return np.where(kind == F.EVENT_CALL, 1, np.where(kind == F.EVENT_RETURN, -1, 0))
+
+
+def _normalise_r2(ev: np.ndarray, thread_id: int, base: int | None = None) -> np.ndarray:
+    """Revision 2 events in the normalised layout; call_depth derived from nesting: from
+    `base` (the calls open before the first of them), or, without it, lifted so that a trace
+    that starts inside calls has no negative depth."""
     out = np.zeros(len(ev), dtype=F.INDEX_EVENT)
     out["timestamp_ns"] = ev["timestamp_ns"]
     out["function_id"] = ev["function_id"]
@@ -317,11 +378,12 @@ def _normalise_r2(ev: np.ndarray, thread_id: int) -> np.ndarray:
     out["event_kind"] = kind
     ds = ev["detail_seq"]
     out["detail_seq"] = np.where(ds >= F.NO_DETAIL_SEQ, F.NO_DETAIL_SEQ, ds).astype(np.uint32)
-    delta = np.where(kind == F.EVENT_CALL, 1, np.where(kind == F.EVENT_RETURN, -1, 0))
-    depth = np.cumsum(delta, dtype=np.int64) - (kind == F.EVENT_CALL)
-    if len(depth):
+    depth = np.cumsum(_r2_steps(ev), dtype=np.int64) - (kind == F.EVENT_CALL)
+    if base is not None:
+        depth += base
+    elif len(depth):
         depth -= min(0, int(depth.min()))  # a trace that starts inside calls
-    out["call_depth"] = depth.astype(np.uint32)
+    out["call_depth"] = np.maximum(depth, 0).astype(np.uint32)
     return out
 
 

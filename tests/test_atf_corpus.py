@@ -3,9 +3,11 @@ recovered files, sessions without a manifest, and corrupt files."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ada.atf as atf
+import atf_oracle as O
 from ada.atf import format as F
 
 DATA = Path(__file__).parent / "data"
@@ -44,6 +46,25 @@ def test_revision2_reads_with_normalised_fields():
     assert d.registers["x0"] == 1 and d.lr == 0xABC and d.thread_id == 9
     assert d.stack == b"\x11" * 4
     assert atf.verify(DATA / "r2_session").ok
+
+
+def test_chunk_reads_are_the_mapped_events(tmp_path, monkeypatch):
+    """IndexReader.read(a, b) copies events [a, b) from the file: the same normalised rows as
+    the mapped `.events`, for revision 1, and for revision 2 (whose depth is derived from
+    the nesting before `a`, here a trace that begins inside two calls)."""
+    from ada.atf import reader
+    monkeypatch.setattr(reader, "R2_LEVEL_BLOCK", 16)
+    kinds = [2, 2] + [1, 1, 2, 1, 3, 2, 7] * 9 + [1]
+    r2 = O.index_file_r2([(10 * i, i % 5, k) for i, k in enumerate(kinds)], thread_id=9)
+    r1 = O.index_file_r1([(10 * i, i % 5, 9, k, i % 3) for i, k in enumerate(kinds)])
+    for data in (r1, r2):
+        index = reader.IndexReader(O.write(tmp_path / "index.atf", data))
+        whole = index.events.copy()
+        assert len(whole) == len(kinds)
+        for a in range(0, len(kinds) + 1, 3):
+            for b in (a, a + 1, a + 17, len(kinds) + 5):
+                assert np.array_equal(index.read(a, b), whole[a:b]), (index.revision, a, b)
+    assert int(whole["call_depth"].min()) == 0 and int(whole["call_depth"][0]) == 1
 
 
 def test_session_without_manifest_scans_thread_dirs():
