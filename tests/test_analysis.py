@@ -22,12 +22,14 @@ CALL, RET = F.EVENT_CALL, F.EVENT_RETURN
 BALANCED = [(0, MAIN, CALL, 0), (100, WORK, CALL, 1), (300, WORK, RET, 1), (400, WORK, CALL, 1),
             (450, WORK, RET, 1), (500, REC, CALL, 1), (600, REC, CALL, 2), (650, REC, CALL, 3),
             (700, REC, RET, 3), (800, REC, RET, 2), (900, REC, RET, 1), (1000, MAIN, RET, 0)]
-# ... and one with every unbalanced case: attached inside outer() (its RETURN has no CALL),
-# a longjmp out of jmp() and deep() to before next(), and open() still running at the end.
+EXC = F.EVENT_EXCEPTION
+# ... and one with every unbalanced case: the recording began inside outer() (its RETURN has
+# no CALL), a longjmp out of jmp() and deep() to before next() (ada writes an EXCEPTION for
+# each call it left, found when next() is called), and open() still running at the end.
 UNBALANCED = [(100, INNER, CALL, 0), (150, INNER, RET, 0), (200, OUTER, RET, 0),
-              (300, JMP, CALL, 0), (310, DEEP, CALL, 1), (400, NEXT, CALL, 0),
-              (450, NEXT, RET, 0), (500, OPEN, CALL, 0), (510, CHILD, CALL, 1),
-              (520, CHILD, RET, 1)]
+              (300, JMP, CALL, 0), (310, DEEP, CALL, 1), (400, DEEP, EXC, 1),
+              (400, JMP, EXC, 0), (400, NEXT, CALL, 0), (450, NEXT, RET, 0),
+              (500, OPEN, CALL, 0), (510, CHILD, CALL, 1), (520, CHILD, RET, 1)]
 
 
 def write_session(tmp_path, *threads):
@@ -71,13 +73,35 @@ def test_calls_of_an_unbalanced_thread(tmp_path):
     s = write_session(tmp_path, UNBALANCED)
     got = by_name(C.session_calls(s))
     assert got == {
-        "inner": [(100, 50, 50, 0, 0)],
-        "outer": [(100, 100, 100, 0, C.NO_CALL)],  # from the thread's first event
-        "jmp": [(300, 100, 10, 0, C.LEFT)],  # gone when next() is called at its depth
+        "outer": [(100, 100, 50, 0, C.NO_CALL)],  # from the thread's first event ...
+        "inner": [(100, 50, 50, 1, 0)],  # ... so what came before its RETURN is inside it
+        "jmp": [(300, 100, 10, 0, C.LEFT)],  # ended by its EXCEPTION
         "deep": [(310, 90, 90, 1, C.LEFT)],
         "next": [(400, 50, 50, 0, 0)],
         "open": [(500, 20, 10, 0, C.OPEN)],  # to the thread's last event
         "child": [(510, 10, 10, 1, 0)]}
+
+
+def test_events_that_do_not_nest_are_mended_and_said(tmp_path):
+    """A RETURN that passes over open calls (a longjmp ada did not mark: sessions recorded
+    before it wrote EXCEPTIONs for them, or lost events) ends them there (LEFT); a RETURN of
+    a function that is not open is a call from the thread's first event (NO_CALL). Each
+    reading command says so, on one line per thread."""
+    events = [(0, MAIN, CALL, 0), (10, JMP, CALL, 1), (20, DEEP, CALL, 2),
+              (30, NEXT, RET, 1), (40, MAIN, RET, 0), (50, WORK, CALL, 0), (60, WORK, RET, 0)]
+    s = write_session(tmp_path, events)
+    got = by_name(C.session_calls(s))
+    assert got == {"main": [(0, 40, 40 - 30, 0, 0)],  # its children: jmp (30)
+                   "jmp": [(10, 30, 10, 1, C.LEFT)],  # passed over by main's RETURN
+                   "deep": [(20, 20, 20, 2, C.LEFT)],
+                   "next": [(0, 30, 30, 3, C.NO_CALL)],  # not open: nests in nothing
+                   "work": [(50, 10, 10, 0, 0)]}
+    for command in ("report", "replay", "graph"):
+        out = run_ada(command, s.path)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.count("\n") == 1 and "events do not nest" in out.stderr, out.stderr
+        assert "2 call(s) closed by the RETURN of a call they were in" in out.stderr
+        assert "1 RETURN(s) of a function that was not open" in out.stderr
 
 
 def test_report_counts_a_recursion_once_in_total(tmp_path):
@@ -193,10 +217,21 @@ def test_replay_shows_the_tree_with_durations(tmp_path):
 
 def test_replay_marks_what_the_recording_cut(tmp_path):
     s = write_session(tmp_path, UNBALANCED)
-    text = run_ada("replay", s.path).stdout
-    assert "outer();  /* called before the recording */" in text
-    assert "deep();  /* left without returning */" in text
-    assert "} /* open */  /* still running at the end */" in text
+    lines = [line.split("| ")[1] for line in run_ada("replay", s.path).stdout.splitlines()[1:]]
+    assert lines == ["outer() {", "  inner();", "} /* outer */  /* called before the recording */",
+                     "jmp() {", "  deep();  /* left without returning */",
+                     "} /* jmp */  /* left without returning */", "next();", "open() {",
+                     "  child();", "} /* open */  /* still running at the end */"]
+
+
+def test_a_longjmp_ada_did_not_mark_leaves_its_calls_open(tmp_path):
+    """Sessions recorded before ada wrote an EXCEPTION for each call a longjmp left: nothing
+    in the events says they ended, so they stay open (to the end, or to a RETURN of a call
+    they were in); the order of the events is followed, never the recorded depth."""
+    unmarked = [e for e in UNBALANCED if e[2] != EXC]
+    got = by_name(C.session_calls(write_session(tmp_path, unmarked)))
+    assert got["jmp"] == [(300, 220, 10, 0, C.OPEN)] and got["deep"][0][3:] == (1, C.OPEN)
+    assert got["next"] == [(400, 50, 50, 2, 0)]  # inside deep(), by the order of events
 
 
 def test_longjmp_past_hooked_frames_in_a_real_program(tmp_path, target_bin):
@@ -230,19 +265,18 @@ def test_graph_aggregates_paths_and_backtraces(tmp_path):
 
 
 def test_a_thread_cut_into_chunks_gives_the_same_calls(tmp_path):
-    """Chunks are cut only where no call is open, so each is whole: the same table, row for
-    row, as the thread taken at once."""
-    events = [(t + 2000 * i, f, k, d) for i in range(7) for t, f, k, d in BALANCED]
-    events += UNBALANCED[3:]  # a longjmp and a call still open at the end, after them
-    events = [(t if i < 84 else 20_000 + t, f, k, d) for i, (t, f, k, d) in enumerate(events)]
+    """Chunks carry the calls open at their ends to the next: the same table, row for row,
+    whatever the chunk size, with calls that stay open across every chunk."""
+    events = [(0, MAIN, CALL, 0)] + [(t + 2000 * i + 1, f, k, d + 1) for i in range(7)
+                                     for t, f, k, d in BALANCED] + [(20_000, MAIN, RET, 0)]
+    events += [(20_000 + t, f, k, d) for t, f, k, d in UNBALANCED[3:]]
     s = write_session(tmp_path, events)
-    whole = C.join_threads(list(C.thread_call_chunks(s.threads[0], chunk_events=1 << 30)))
-    chunks = list(C.thread_call_chunks(s.threads[0], chunk_events=20))
-    assert len(chunks) > 3
-    cut = C.join_threads(chunks)
-    for name in C.CALL.names:
-        assert np.array_equal(cut[name], whole[name]), name
-    assert whole["flags"].tolist().count(C.LEFT) == 2 and whole["flags"][-2] == C.OPEN
+    whole = C.thread_calls(s.threads[0], C.Plan(nested=True, chunk_events=1 << 30), s)
+    assert whole["flags"].tolist().count(C.LEFT) == 2 and C.OPEN in whole["flags"]
+    for chunk in (1, 2, 3, 7, 20):
+        cut = C.thread_calls(s.threads[0], C.Plan(nested=True, chunk_events=chunk), s)
+        for name in C.CALL.names:
+            assert np.array_equal(cut[name], whole[name]), (chunk, name)
 
 
 def random_tree(rng, events, exceptions=False):
@@ -260,40 +294,23 @@ def random_tree(rng, events, exceptions=False):
     return out
 
 
-@pytest.mark.parametrize("exceptions", [False, True])
-def test_balanced_and_general_rules_build_the_same_table(tmp_path, exceptions):
-    """Balanced events take a shorter way to the table (_balanced_calls); the general rules
-    (_unbalanced_calls) must give the same table, row for row, on the same events."""
-    rng = np.random.default_rng(7)
-    s = write_session(tmp_path, random_tree(rng, 20_000, exceptions))
-    ev = s.threads[0].index.events
-    kind = np.asarray(ev["event_kind"])
-    seq = np.flatnonzero(kind != F.EVENT_EXCEPTION) if exceptions else None
-    depth, is_call = np.asarray(ev["call_depth"]), kind == CALL
-    if seq is not None:
-        depth, is_call = depth[seq], is_call[seq]
-    levels, counts, order = C._by_level(depth)
-    balanced = C._balanced(is_call, depth, levels, counts, order)
-    assert balanced is not None
-    ends = (int(ev["timestamp_ns"][0]), int(ev["timestamp_ns"][-1]))
-    fast = C._balanced_calls(ev, seq, 0, 0, depth, is_call, *balanced)
-    general = C._unbalanced_calls(ev, seq, 0, 0, ends, depth, is_call, order)
-    assert len(fast) == (len(seq) if exceptions else len(ev)) // 2
-    for name in C.CALL.names:
-        assert np.array_equal(fast[name], general[name]), name
-    assert (fast["parent"] >= 0).sum() > len(fast) // 2 and fast["depth"].max() > 5
-
-
-def test_graph_of_chunks_merges_into_the_graph_of_the_whole(tmp_path):
+def graph_of(session, chunk):
     from ada.tracer.analysis import graph as G
+    table = C.PathTable()
+    with C.worker_pool() as pool:
+        for step in C.session_steps(session, session.threads,
+                                    C.Plan(paths=[table], chunk_events=chunk), pool):
+            table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
+                      step.done["self_ns"].view(np.int64))
+    return G.graph_lines(G.Paths.of(table), str, str), int(table.calls.sum())
+
+
+def test_graph_of_chunks_is_the_graph_of_the_whole(tmp_path):
     rng = np.random.default_rng(3)
     s = write_session(tmp_path, random_tree(rng, 3000), random_tree(rng, 2000))
-    whole = G.call_paths(C.session_calls(s))
-    merged = G.merge_paths([G.call_paths(c) for t in s.threads
-                            for c in C.thread_call_chunks(t, chunk_events=100)])
-    draw = lambda p: G.graph_lines(p, str, str)  # noqa: E731
-    assert len(draw(whole)) > 100 and draw(merged) == draw(whole)
-    assert merged.calls.sum() == len(C.session_calls(s))
+    whole, calls = graph_of(s, 1 << 30)
+    assert len(whole) > 100 and calls == len(C.session_calls(s))
+    assert graph_of(s, 100) == (whole, calls) and graph_of(s, 7) == (whole, calls)
 
 
 def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
@@ -302,8 +319,11 @@ def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
     events = [(t + 2000 * i, f, k, d) for i in range(5) for t, f, k, d in BALANCED]
     other = [(t + 2000 * i, f, k, d) for i in range(5) for t, f, k, d in shifted]
     s = write_session(tmp_path, events, other)
-    blocks = list(P.merged_lines([(P.lines_of(c) for c in C.thread_call_chunks(t, chunk_events=12))
-                                  for t in s.threads]))
+    with C.worker_pool() as pool:
+        blocks = list(P.merged_lines([
+            (P.lines_of(step) for step in C.thread_steps(t, C.Plan(edges=True, chunk_events=12),
+                                                        pool, inside=True))
+            for t in s.threads]))
     assert len(blocks) > 2
     ts = np.concatenate([b["ts"] for b in blocks])
     assert len(ts) == 2 * 5 * 9 and np.all(np.diff(ts) >= 0)  # 9 lines per BALANCED tree

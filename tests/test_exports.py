@@ -1,6 +1,7 @@
 """`ada export` and `ada query`, read back with independent readers: Perfetto's own protos (the
-`perfetto` package), json, DuckDB. Every call must come back once, properly nested, with its
-name, and the figures must be `ada report`'s."""
+`perfetto` package), json, pyarrow, DuckDB, and compared with an independent oracle (a plain
+stack over the recorded events, tests/stack_oracle.py). Every call must come back once,
+properly nested, with its name, and the figures must be `ada report`'s."""
 
 import json
 import os
@@ -17,13 +18,14 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as P
 
 import ada.atf as atf
-from ada.tracer.analysis import calls as C
+from ada.atf import format as F
 from ada.tracer.analysis import sql as Q
 from ada.tracer.analysis.arguments import Decoder
-from ada.tracer.analysis.selection import CallFilter
 from ada.tracer.analysis.tables import VIEWS
 from helpers import run_ada, session_path
+from stack_oracle import LEFT, NO_CALL, OPEN, pair_by_stack
 from test_analysis import BALANCED, UNBALANCED, random_tree, write_session
+from test_calls_oracle import oracle_selected
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +47,28 @@ def real(tmp_path_factory, target_bin):
     return atf.open_session(session_path(out))
 
 
+def oracle_calls(thread, timeline_only=False):
+    """The oracle's calls of a thread (a plain stack over its recorded events); with
+    `timeline_only`, those a timeline shows (a RETURN of a function not open nests in
+    nothing)."""
+    ev = thread.index.events
+    events = list(zip(ev["timestamp_ns"].tolist(), ev["function_id"].tolist(),
+                      ev["event_kind"].tolist()))
+    timeline = []
+    calls = pair_by_stack(events, begins_inside=True, timeline=timeline)
+    if timeline_only:
+        shown = {key for _, key in timeline}
+        calls = {k: c for k, c in calls.items() if k in shown}
+    return calls
+
+
 def expected_calls(session):
-    """(tid, name, start, end) of every call of the calls table, as a multiset."""
+    """(tid, name, start, end) of every call a timeline shows, as a multiset: the oracle's."""
     names = session.symbol_names()
-    tids = {t.id: t.thread_id for t in session.threads}
-    calls = C.session_calls(session)
-    return Counter((tids[int(t)], names.get(int(f), f"0x{int(f):016x}"), int(s), int(e))
-                   for t, f, s, e in zip(calls["thread"], calls["function_id"],
-                                         calls["start_ns"], calls["end_ns"]))
+    return Counter((t.thread_id, names.get(c["function"], f"0x{c['function']:016x}"),
+                    c["start"], c["end"])
+                   for t in session.threads
+                   for c in oracle_calls(t, timeline_only=True).values())
 
 
 def export(session, tmp_path, fmt, *args):
@@ -164,21 +180,48 @@ def test_speedscope_export_opens_and_closes_every_frame_in_order(request, tmp_pa
     assert got == expected_calls(synthetic)
 
 
-ORDER = {"events": "thread, seq", "calls": "call", "functions": "function_id",
-         "threads": "thread", "args": "thread, seq, position"}
-
-
-def same_rows_as_the_views(out, session, selection=None):
-    """Each Parquet file of `out` holds exactly the rows of its `ada query` view (the views
-    of the same selection, events in its time window), compared as text, in order."""
-    con = Q.connect(session, selection, events_window=True, decoder=Decoder(session))
-    for view, (_, columns) in VIEWS.items():
-        cols = ", ".join(f'"{c}"::VARCHAR' for c in columns)
-        want = con.execute(f"SELECT {cols} FROM {view} ORDER BY {ORDER[view]}").fetchall()
-        got = con.execute(f"SELECT {cols} FROM '{out}/{view}.parquet' "
-                          f"ORDER BY {ORDER[view]}").fetchall()
-        assert got == want, view
-        assert pq.read_schema(out / f"{view}.parquet").names == columns
+def parquet_matches_the_recording(out, session, tids=None, window=(None, None), **filters):
+    """events.parquet holds the recorded events (of the threads, in the time window) and
+    calls.parquet the oracle's calls (the filters applied as report applies them), read back
+    with pyarrow: every column, and `parent` naming the call each was made in."""
+    names = session.symbol_names()
+    threads = [t for t in session.threads if tids is None or t.thread_id in tids]
+    events = pq.read_table(out / "events.parquet").to_pylist()
+    want = []
+    lo, hi = window
+    for t in threads:
+        ev = t.index.events
+        for seq, e in enumerate(ev.tolist()):
+            ts, fid, _, kind, depth, detail = e
+            if (lo is None or ts >= lo) and (hi is None or ts <= hi):
+                want.append({"thread": t.id, "tid": t.thread_id, "seq": seq,
+                             "timestamp_ns": ts, "function_id": fid, "name": names.get(fid),
+                             "kind": F.EVENT_KIND_NAMES[kind], "depth": depth,
+                             "detail_seq": None if detail == F.NO_DETAIL_SEQ else detail})
+    assert sorted(events, key=lambda r: (r["thread"], r["seq"])) == want
+    rows = pq.read_table(out / "calls.parquet").to_pylist()
+    by_call = {r["call"]: r for r in rows}
+    assert len(by_call) == len(rows)
+    got = set()
+    for r in rows:
+        parent = by_call.get(r["parent"]) if r["parent"] is not None else None
+        assert r["parent"] is None or parent is not None
+        key = lambda c: (c["thread"], c["call_seq"] if c["call_seq"] is not None else -1,  # noqa
+                         c["return_seq"] if c["return_seq"] is not None else -1, c["depth"])
+        got.add((key(r), r["tid"], r["name"], r["start_ns"], r["end_ns"], r["duration_ns"],
+                 r["self_ns"], r["open"], r["no_call"], r["left"],
+                 key(parent) if parent else None))
+    expected = set()
+    for t in threads:
+        calls = oracle_selected(oracle_calls(t), start=lo, end=hi, **filters)
+        for (cs, rs, d), c in calls.items():
+            p = c["parent"]
+            expected.add(((t.id, cs, rs, d), t.thread_id, names.get(c["function"]), c["start"],
+                          c["end"], c["duration"], c["self"], bool(c["flags"] & OPEN),
+                          bool(c["flags"] & NO_CALL), bool(c["flags"] & LEFT),
+                          (t.id, *p) if p else None))
+    assert got == expected
+    assert sorted(r["call"] for r in rows) == list(range(len(rows)))  # numbered densely
 
 
 @pytest.mark.parametrize("which", ["synthetic", "real"])
@@ -186,7 +229,9 @@ def test_parquet_export_holds_the_views_rows(request, tmp_path, which):
     synthetic = request.getfixturevalue(which)
     export(synthetic, tmp_path, "parquet")
     out = export(synthetic, tmp_path, "parquet")  # made again into the same directory
-    same_rows_as_the_views(out, synthetic)
+    parquet_matches_the_recording(out, synthetic)
+    for view, (_, columns) in VIEWS.items():
+        assert pq.read_schema(out / f"{view}.parquet").names == columns
     # and by independent figures: every event once, the self times of `ada report`
     table = pq.read_table(out / "events.parquet")
     assert table.num_rows == synthetic.event_count()
@@ -207,8 +252,8 @@ def test_parquet_export_takes_the_filters(synthetic, tmp_path):
     lo, hi = int(ts[len(ts) // 4]), int(ts[len(ts) // 2])
     out = export(synthetic, tmp_path, "parquet", "--tid", t.thread_id, "--from-ns", lo,
                  "--to-ns", hi, "-D", "3")
-    selection = CallFilter(tids=[t.thread_id], start_ns=lo, end_ns=hi, max_depth=3)
-    same_rows_as_the_views(out, synthetic, selection)
+    parquet_matches_the_recording(out, synthetic, tids=[t.thread_id], window=(lo, hi),
+                                  max_depth=3)
     events = pq.read_table(out / "events.parquet")
     assert set(events["tid"].to_pylist()) == {t.thread_id}
     assert events.num_rows == int(((ts >= lo) & (ts <= hi)).sum())
@@ -220,8 +265,8 @@ def test_exports_take_the_filters(synthetic, tmp_path):
     slices, _, _ = perfetto_slices(export(synthetic, tmp_path, "perfetto", "--tid", tid,
                                           "-D", "2"))
     want = Counter({k: v for k, v in expected_calls(synthetic).items() if k[0] == tid})
-    calls = C.thread_calls(synthetic.threads[2])
-    assert sum(slices.values()) == int((calls["depth"] < 2).sum()) < sum(want.values())
+    calls = oracle_calls(synthetic.threads[2], timeline_only=True).values()
+    assert sum(slices.values()) == sum(c["depth"] < 2 for c in calls) < sum(want.values())
     assert {k[0] for k in slices} == {tid}
     doc = json.loads(export(synthetic, tmp_path, "chrome", "-t", "100").read_text())
     assert all(e["dur"] >= 0.1 for e in doc["traceEvents"] if e["ph"] == "X")
@@ -236,7 +281,7 @@ def test_query_views_and_output_formats(synthetic):
     csv = run_ada("query", synthetic.path, "SELECT kind, count(*) AS n FROM events "
                   "GROUP BY kind ORDER BY kind", "--csv").stdout.splitlines()
     kinds = Counter(int(k) for t in synthetic.threads for k in t.index.events["event_kind"])
-    assert csv == ["kind,n", f"CALL,{kinds[1]}", f"RETURN,{kinds[2]}"]
+    assert csv == ["kind,n"] + sorted(f"{F.EVENT_KIND_NAMES[k]},{n}" for k, n in kinds.items())
     text = run_ada("query", synthetic.path, "SELECT tid, events FROM threads ORDER BY tid").stdout
     assert text.splitlines()[-1] == "(3 rows)" and text.splitlines()[2].split() == [
         str(synthetic.threads[0].thread_id), str(len(synthetic.threads[0]))]

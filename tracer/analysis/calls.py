@@ -1,25 +1,41 @@
-"""The calls table: every CALL paired with its RETURN, per thread, as numpy columns.
+"""The calls table: every CALL paired with the event that ended it, read a chunk at a time.
 
-Everything the reading commands show (report, replay, graph) is built on this table, and it is
-built without a Python loop per event. The hot path writes a RETURN with its CALL's depth
-(agent/ada_hooks.c), so on each depth level of a thread the events alternate CALL, RETURN:
-a stable sort by depth pairs them. What does not alternate is where a recording is not
-balanced, and each case has a rule:
+Everything the reading commands show (report, replay, graph, the exports, SQL) comes from here,
+so they agree with each other by construction. A thread is read in chunks of a bounded number
+of events (CHUNK_EVENTS); each chunk is paired on its own, on any core (pairing.py), and a walk
+in order carries the calls still open from one chunk to the next (`ThreadWalk`): memory depends
+on the chunk size, the calls open at once and the functions, never on the number of events,
+and the work spreads over the cores even when calls stay open for the whole recording.
 
-- a CALL still open when the thread's recording ends: it lasts to the thread's last event
-  (flag OPEN);
-- a RETURN whose CALL came before the recording started (attached mid-call): a call from the
-  thread's first event to that RETURN (flag NO_CALL);
-- a CALL left without a RETURN (a longjmp, an exception unwound through it): it ends at the
-  first later event at its depth or shallower, the moment it was certainly gone (flag LEFT).
+Pairing follows the order of the events, never the recorded depth alone (pairing.py). A call's
+end is its RETURN, or an EXCEPTION (flag LEFT: unwound by an exception or left by a longjmp),
+and where events do not nest:
 
-The parent of a call is the innermost call open at its start one level up (a search among the
-calls of that level), and self time is its duration minus its children's.
+- a call that a RETURN of an outer call passed over was left without returning (flag LEFT, it
+  ends at that RETURN);
+- a RETURN of a function that is not open had its CALL before the recording or lost (flags
+  NO_CALL and ORPHAN: a call from the thread's first event, in nothing, and in no timeline
+  view, since it cannot nest with the calls around it); when a thread may begin inside calls (a
+  session not recorded by ada, or with events dropped) such RETURNs are found first, and the
+  calls they close are the outermost of the thread from its first event on;
+- a call still open when the thread's recording ends lasts to its last event (flag OPEN).
+
+Each step of the walk hands out the calls that ended in its chunk (`Step.done`, a Calls table)
+and, for the timeline views, every call's begin and end in the order they happened
+(`Step.edges`). A call is numbered (`call`) in the order its CALL was recorded; its `parent` is
+the number of the call it was made in. Self time is a call's duration minus its children's,
+total time counts a recursion once (`nested`: a call made inside another call of the same
+function).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -27,25 +43,34 @@ from ada.atf import format as F
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
+from .pairing import Events, Local, mend, pair
+
+T = TypeVar("T")
+
 # flags
 OPEN = 1  # no RETURN before the thread's recording ended
-NO_CALL = 2  # the CALL came before the recording started
+NO_CALL = 2  # the CALL came before the recording started (or was lost)
 LEFT = 4  # left without a RETURN (longjmp, unwinding)
+ORPHAN = 8  # a RETURN of a function that was not open: nests in nothing (with NO_CALL)
+
+CHUNK_EVENTS = 1 << 18
 
 # The table's columns, as one record would hold them (Calls keeps them as separate arrays:
 # building and filtering contiguous columns is several times faster than a record array).
 CALL = np.dtype([
     ("thread", "<u4"),       # N of thread_N
+    ("call", "<i8"),         # the call's number in its thread (in the order of its CALL)
     ("function_id", "<u8"),
     ("call_seq", "<i8"),      # index_seq of the CALL (-1: NO_CALL)
-    ("return_seq", "<i8"),    # index_seq of the RETURN (-1: OPEN or LEFT)
+    ("return_seq", "<i8"),    # index_seq of the RETURN or EXCEPTION (-1: OPEN, or inferred)
     ("start_ns", "<u8"),
     ("end_ns", "<u8"),
     ("duration_ns", "<u8"),
     ("self_ns", "<u8"),       # duration minus its children's durations
-    ("depth", "<u4"),
-    ("parent", "<i8"),        # row of the parent call in the same table (-1: a root)
+    ("depth", "<u4"),         # calls it was made in
+    ("parent", "<i8"),        # `call` of the call it was made in (-1: none, or not selected)
     ("flags", "<u4"),
+    ("nested", "?"),          # made inside another call of the same function
 ])
 
 
@@ -68,6 +93,8 @@ class Calls:
     def concatenate(cls, parts: list["Calls"]) -> "Calls":
         if not parts:
             return cls.zeros()
+        if len(parts) == 1:
+            return parts[0]
         return cls({name: np.concatenate([p.columns[name] for p in parts])
                     for name in CALL.names})
 
@@ -93,299 +120,833 @@ class Calls:
         return out
 
 
-def thread_calls(thread: ThreadReader, thread_number: int | None = None) -> Calls:
-    """The calls of one thread, ordered by start (ties: outer first)."""
-    return join_threads(list(thread_call_chunks(thread, thread_number)))
+# --- what a walk computes ---------------------------------------------------------------------
+
+@dataclass
+class Filters:
+    """Which calls a reading command shows (selection.CallFilter, resolved to function ids).
+    A call is selected when it is within a call of `within` (itself included; all calls when
+    None), not within a call of `hide`, less deep than `max_depth`, starts inside
+    [start_ns, end_ns] and lasts at least `min_duration_ns`. A hidden call's time is its
+    caller's self time."""
+
+    within: np.ndarray | None = None  # function ids (uint64, sorted)
+    hide: np.ndarray | None = None
+    max_depth: int | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    min_duration_ns: int | None = None
 
 
-CHUNK_EVENTS = 1 << 18
+@dataclass
+class Plan:
+    """What a walk hands out besides the calls that ended: the timeline's edges, the call
+    paths (one PathTable per root set: None, every call; else the calls within calls of
+    those functions), the `nested` column."""
+
+    filters: Filters = field(default_factory=Filters)
+    edges: bool = False
+    paths: list[PathTable] = field(default_factory=list)
+    nested: bool = False  # Calls.nested: a call made inside one of the same function
+    chunk_events: int = CHUNK_EVENTS
+
+    @property
+    def lookahead(self) -> bool:
+        """-t selects calls by their duration: a call that spans chunks needs its end
+        known at its begin (the timeline's edges, the numbering of the selected calls)."""
+        return self.filters.min_duration_ns is not None
 
 
-def thread_call_chunks(thread: ThreadReader, thread_number: int | None = None,
-                       chunk_events: int = CHUNK_EVENTS) -> Iterator[Calls]:
-    """The calls of one thread as tables of about `chunk_events` events each (chunk_bounds)."""
-    for a, b in chunk_bounds(thread, chunk_events):
-        yield chunk_calls(thread, a, b, thread_number)
+class PathTable:
+    """Distinct call paths: a path is a root's function followed by the functions called down
+    to a call, numbered as they are first met; path p extends `up[p]` (-1: a root) by
+    function `function_id[p]`. Calls, total and self time accumulate per path."""
 
+    def __init__(self, roots: np.ndarray | None = None) -> None:
+        self.roots = roots  # None: every call's path; else only within calls of these
+        self.index: dict[int, int] = {}  # (up + 1) << 24 | function's number -> path
+        self.function_number: dict[int, int] = {}
+        self.up: list[int] = []
+        self.fids: list[int] = []
+        self.calls = np.zeros(0, dtype=np.int64)
+        self.total_ns = np.zeros(0, dtype=np.int64)
+        self.self_ns = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.up)
+
+    def extend(self, up: np.ndarray, fid: np.ndarray) -> np.ndarray:
+        """The paths `up` (-1: none) extended by `fid`, made where new."""
+        numbers = np.empty(len(fid), dtype=np.int64)
+        distinct, which = np.unique(fid, return_inverse=True)
+        for i, f in enumerate(distinct.tolist()):
+            numbers[which == i] = self.function_number.setdefault(f, len(self.function_number))
+        keys, inverse = np.unique((up + 1) << 24 | numbers, return_inverse=True)
+        out = np.empty(len(keys), dtype=np.int64)
+        for i, key in enumerate(keys.tolist()):
+            p = self.index.get(key)
+            if p is None:
+                p = self.index[key] = len(self.up)
+                self.up.append((key >> 24) - 1)
+                self.fids.append(int(fid[np.argmax(inverse == i)]))
+            out[i] = p
+        return out[inverse]
+
+    def add(self, paths: np.ndarray, duration: np.ndarray, self_ns: np.ndarray) -> None:
+        """Count calls (their paths, durations and self times) into the table."""
+        keep = paths >= 0
+        n = len(self.up)
+        grow = n - len(self.calls)
+        if grow > 0:
+            self.calls, self.total_ns, self.self_ns = (
+                np.concatenate((a, np.zeros(grow, dtype=np.int64)))
+                for a in (self.calls, self.total_ns, self.self_ns))
+        p = paths[keep]
+        self.calls += np.bincount(p, minlength=n)
+        self.total_ns += np.rint(np.bincount(p, weights=duration[keep], minlength=n)
+                                 ).astype(np.int64)
+        self.self_ns += np.rint(np.bincount(p, weights=self_ns[keep], minlength=n)
+                                ).astype(np.int64)
+
+
+@dataclass
+class Step:
+    """One chunk of a thread, walked: its events (all of them, as read), the selected calls
+    that ended in it, their paths (one array per Plan.paths, by row of `done`), and, when
+    asked, the edges (Plan.edges)."""
+
+    thread: ThreadReader
+    a: int
+    b: int
+    events: Events
+    done: Calls
+    paths: list[np.ndarray]
+    edges: dict[str, np.ndarray] | None = None
+    problems: "Problems | None" = None  # on a thread's last step
+
+
+EDGE_FIELDS = ("ts", "function_id", "depth", "end", "leaf", "duration_ns", "flags", "call",
+               "seq", "detail", "return_detail")
+
+
+@dataclass
+class Ahead:
+    """What a first walk learns of the calls that span chunks, for the second (Plan.lookahead):
+    by call number, (end_ns, return_seq, flags, duration, selected children)."""
+
+    ends: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Problems:
+    """Events that do not nest, counted per thread (the reading commands say so)."""
+
+    inferred_left: int = 0  # calls a RETURN of an outer call passed over
+    orphans: int = 0  # RETURNs of a function that was not open (NO_CALL mid-thread)
+    outer: int = 0  # calls the thread began inside (NO_CALL from its first event)
+
+    def __bool__(self) -> bool:
+        return bool(self.inferred_left or self.orphans)
+
+
+# --- the open calls carried between chunks ------------------------------------------------
+
+class OpenCalls:
+    """The calls open between chunks, outermost first (index = depth), as growable columns."""
+
+    COLUMNS = {"id": np.int64, "kept_id": np.int64, "fid": np.uint64, "start": np.uint64,
+               "call_seq": np.int64, "detail": np.uint32, "parent": np.int64,
+               "children": np.int64, "kept_children": np.int64, "flags": np.uint32,
+               "nested": bool, "within": bool, "hidden": bool, "kept": bool}
+
+    def __init__(self, paths: int) -> None:
+        self.n = 0
+        self.c = {name: np.zeros(16, dtype=t) for name, t in self.COLUMNS.items()}
+        self.paths = [np.zeros(16, dtype=np.int64) for _ in range(paths)]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.c[name]
+
+    def push(self, values: dict[str, np.ndarray], paths: list[np.ndarray]) -> None:
+        k = len(values["id"])
+        need = self.n + k
+        if need > len(self.c["id"]):
+            size = max(need, 2 * len(self.c["id"]))
+            for name, column in self.c.items():
+                self.c[name] = np.concatenate((column, np.zeros(size - len(column),
+                                                                column.dtype)))
+            self.paths = [np.concatenate((p, np.zeros(size - len(p), np.int64)))
+                          for p in self.paths]
+        for name, value in values.items():
+            self.c[name][self.n:need] = value
+        for column, value in zip(self.paths, paths):
+            column[self.n:need] = value
+        self.n = need
+
+
+# --- one thread -------------------------------------------------------------------------------
+
+class ThreadWalk:
+    """The walk of one thread: `advance` takes its chunks' Local pairings in order and hands
+    out a Step for each; the calls open between chunks are carried in `open`."""
+
+    def __init__(self, thread: ThreadReader, number: int, plan: Plan,
+                 outer: list[tuple[int, int, int, int]] | None = None,
+                 ahead: Ahead | None = None, learn: bool = False) -> None:
+        self.thread, self.number, self.plan = thread, number, plan
+        self.filters = plan.filters
+        self.ahead = ahead  # what a first walk learnt (Plan.lookahead)
+        self.learn = Ahead() if learn else None  # this is the first walk
+        ts = thread.index.timestamps
+        self.first_ns = int(ts[0]) if len(ts) else 0
+        self.last_ns = int(ts[-1]) if len(ts) else 0
+        self.open = OpenCalls(len(plan.paths))
+        self.next_id = 0
+        self.next_kept = 0
+        self.problems = Problems()
+        self.held: dict[str, np.ndarray] | None = None  # edges not handed out yet
+        if outer:
+            self._begin_outer(outer)
+
+    # The calls the thread began inside (found by outer_calls): outermost first, from its
+    # first event, numbered before every other.
+    def _begin_outer(self, outer: list[tuple[int, int, int, int]]) -> None:
+        k = len(outer)
+        fid = np.array([o[0] for o in reversed(outer)], dtype=np.uint64)
+        depth = np.arange(k, dtype=np.int64)
+        ids = np.arange(k, dtype=np.int64)
+        f = self.filters
+        within = _chain_marks(_member(fid, f.within)) if f.within is not None else \
+            np.ones(k, dtype=bool)
+        hidden = _chain_marks(_member(fid, f.hide))
+        kept = self._kept(~hidden, within, depth, np.full(k, self.first_ns, np.uint64),
+                          ids, None)
+        kept_id = np.where(kept, self.next_kept + np.cumsum(kept) - 1, -1)
+        self.next_kept += int(kept.sum())
+        parent = np.where(np.r_[False, kept[:-1]], np.r_[-1, kept_id[:-1]], -1)
+        values = {"id": ids, "kept_id": kept_id, "fid": fid,
+                  "start": np.full(k, self.first_ns, np.uint64),
+                  "call_seq": np.full(k, -1, np.int64),
+                  "detail": np.full(k, F.NO_DETAIL_SEQ, np.uint32), "parent": parent,
+                  "children": np.zeros(k, np.int64), "kept_children": np.zeros(k, np.int64),
+                  "flags": np.full(k, NO_CALL, np.uint32),
+                  "nested": _chain_nested(fid), "within": within, "hidden": hidden,
+                  "kept": kept}
+        paths = []
+        for table in self.plan.paths:
+            p = np.full(k, -1, dtype=np.int64)
+            marks = np.ones(k, bool) if table.roots is None else \
+                _chain_marks(_member(fid, table.roots))
+            up = -1
+            for i in range(k):
+                if marks[i]:
+                    up = int(table.extend(np.array([up]), fid[i:i + 1])[0])
+                    p[i] = up
+            paths.append(p)
+        self.open.push(values, paths)
+        self.next_id = k
+        self.problems.outer = k
+        if self.plan.edges:
+            rows = np.flatnonzero(kept)
+            self.held = _edge_rows(
+                len(rows), ts=np.full(len(rows), self.first_ns, np.uint64), function_id=fid[rows],
+                depth=depth[rows], end=False, call=kept_id[rows], seq=-1)
+
+    def _kept(self, visible: np.ndarray, within: np.ndarray, depth: np.ndarray,
+              start: np.ndarray, ids: np.ndarray, duration: np.ndarray | None) -> np.ndarray:
+        """Which calls the filters select, from what is known at their begin (`duration`
+        where known; for the others the first walk's, if there was one)."""
+        f = self.filters
+        kept = visible & within
+        if f.max_depth is not None:
+            kept &= depth < f.max_depth
+        if f.start_ns is not None:
+            kept &= start >= np.uint64(f.start_ns)
+        if f.end_ns is not None:
+            kept &= start <= np.uint64(f.end_ns)
+        if f.min_duration_ns is not None:
+            if duration is None:
+                duration = np.full(len(ids), -1, dtype=np.int64)
+            if self.ahead is not None:
+                unknown = np.flatnonzero(duration < 0)
+                for i in unknown.tolist():
+                    end = self.ahead.ends.get(int(ids[i]))
+                    duration[i] = end[3] if end else 0
+            kept &= (duration < 0) | (duration >= f.min_duration_ns)
+        return kept
+
+    def advance(self, local: Local, events: Events, a: int, b: int, last: bool) -> Step:
+        """The Step of the next chunk: `local` its pairing (pair(events.pairable()))."""
+        st = self.open
+        base = st.n
+        n_lead = -local.lowest
+        orphans: tuple[Events, np.ndarray] | None = None
+        if local.mismatched or n_lead > base or (n_lead and not np.array_equal(
+                st["fid"][base - n_lead:base][::-1], local.ev.fid[local.leading])):
+            mended, at, depth = mend(local.ev, st["fid"][:base].tolist())
+            orphans = (local.ev.take(at), depth)
+            self.problems.inferred_left += int(np.count_nonzero(mended.seq < 0))
+            self.problems.orphans += len(at)
+            local = pair(mended)
+            n_lead = -local.lowest
+        parts = _Chunk(self, local, base)
+        done = [parts.pairs(), parts.leading()]
+        if orphans is not None and len(orphans[0]):
+            done.append(self._orphan_calls(*orphans))
+        parts.push_trailing()
+        edges = [parts.edges()] if self.plan.edges else []
+        if last:
+            table, paths, ends = self._close_open()
+            done.append((table, paths))
+            edges.append(ends)
+        self.next_id += len(local.calls)
+        return Step(self.thread, a, b, events, Calls.concatenate([c for c, _ in done]),
+                    [np.concatenate([p[i] for _, p in done])
+                     for i in range(len(self.plan.paths))],
+                    self._leaves(edges, last) if self.plan.edges else None,
+                    self.problems if last else None)
+
+    def _leaves(self, parts: list[dict[str, np.ndarray]], last: bool) -> dict[str, np.ndarray]:
+        """The step's edges, with `leaf` on both edges of each call whose end is the very
+        next edge after its begin (a call without selected children: the replay writes it
+        on one line, with its duration and how it ended). A begin that is the last edge
+        before the thread goes on cannot tell yet: it is held for the next step."""
+        if self.held is not None:
+            parts.insert(0, self.held)
+            self.held = None
+        e = _concat_edges(parts)
+        end, call = e["end"], e["call"]
+        n = len(end)
+        if n and not last and not end[-1]:
+            self.held = {k: v[-1:] for k, v in e.items()}
+            e = {k: v[:-1] for k, v in e.items()}
+            end, call, n = e["end"], e["call"], n - 1
+        pair = np.zeros(n, dtype=bool)
+        if n > 1:
+            pair[:-1] = ~end[:-1] & end[1:] & (call[:-1] == call[1:])
+        begins = np.flatnonzero(pair)
+        e["leaf"] = pair.copy()
+        e["leaf"][begins + 1] = True
+        for name, source in (("duration_ns", "duration_ns"), ("flags", "flags"),
+                             ("return_detail", "detail")):
+            e[name][begins] = e[source][begins + 1]
+        return e
+
+    def _orphan_calls(self, ev: Events, depth: np.ndarray) -> tuple[Calls, list[np.ndarray]]:
+        """RETURNs of functions that were not open: calls from the thread's first event,
+        numbered after the chunk's calls; they nest in nothing."""
+        k = len(ev)
+        f = self.filters
+        within = _member(ev.fid, f.within) if f.within is not None else np.ones(k, bool)
+        kept = self._kept(~_member(ev.fid, f.hide), within, depth,
+                          np.full(k, self.first_ns, np.uint64), np.full(k, -1, np.int64),
+                          (ev.ts - np.uint64(self.first_ns)).astype(np.int64))
+        rows = np.flatnonzero(kept)
+        kept_id = self.next_kept + np.arange(len(rows))
+        self.next_kept += len(rows)
+        dur = ev.ts[rows] - np.uint64(self.first_ns)
+        table = _table(self.number, kept_id, ev.fid[rows], np.full(len(rows), -1),
+                       ev.seq[rows], np.full(len(rows), self.first_ns, np.uint64), ev.ts[rows],
+                       dur, dur, depth[rows], np.full(len(rows), -1),
+                       np.full(len(rows), NO_CALL | ORPHAN, np.uint32), np.zeros(len(rows), bool))
+        paths = []  # each a root of its own: it was in no call the walk knows
+        for t in self.plan.paths:
+            fid = ev.fid[rows]
+            mine = np.ones(len(rows), bool) if t.roots is None else _member(fid, t.roots)
+            p = np.full(len(rows), -1, np.int64)
+            if mine.any():
+                p[mine] = t.extend(np.full(int(mine.sum()), -1, np.int64), fid[mine])
+            paths.append(p)
+        return table, paths
+
+    def _close_open(self) -> tuple[Calls, list[np.ndarray], dict[str, np.ndarray]]:
+        """The calls still open at the thread's last event: OPEN, innermost first; their
+        rows, paths and end edges."""
+        st = self.open
+        idx = np.arange(st.n - 1, -1, -1)
+        end = np.full(st.n, self.last_ns, dtype=np.uint64)
+        flags = np.full(st.n, OPEN, dtype=np.uint32)
+        table, paths, kept = _complete(self, idx, end, np.full(st.n, -1, np.int64), flags)
+        rows = idx[kept]
+        ends = _edge_rows(len(rows), ts=end[kept], function_id=st["fid"][rows], depth=rows,
+                          end=True, duration_ns=table["duration_ns"],
+                          flags=OPEN | st["flags"][rows], call=st["kept_id"][rows], seq=-1)
+        st.n = 0
+        return table, paths, ends
+
+
+class _Chunk:
+    """The calls of one chunk, with the open calls it begins inside (ThreadWalk.advance)."""
+
+    def __init__(self, walk: ThreadWalk, local: Local, base: int) -> None:
+        self.walk, self.local, self.base = walk, local, base
+        st, ev, f = walk.open, local.ev, walk.filters
+        calls = local.calls
+        k = len(calls)
+        self.k = k
+        self.fid = ev.fid[calls]
+        self.start = ev.ts[calls]
+        self.depth = base + local.slot[calls].astype(np.int64)
+        pc = local.parent
+        self.inner = pc >= 0
+        self.rank_of = np.cumsum(local.is_call) - 1
+        self.prank = np.where(self.inner, self.rank_of[np.maximum(pc, 0)], -1)
+        self.cidx = np.where(self.inner, -1, base + pc)  # the open call it is in
+        # The open calls still open at each call's begin: [0, remaining).
+        low = np.minimum.accumulate(local.level)
+        before = np.concatenate(([0], np.minimum(low[:-1], 0))) if len(low) else low
+        self.remaining = base + before[calls].astype(np.int64)
+        self.ids = walk.next_id + np.arange(k, dtype=np.int64)
+        end = local.match[calls]
+        self.closed = np.flatnonzero(end >= 0)
+        self.end_at = end[self.closed]
+        self.duration = np.full(k, -1, dtype=np.int64)
+        self.duration[self.closed] = (ev.ts[self.end_at] - self.start[self.closed]).view(np.int64)
+        within = self._marks(_member(self.fid, f.within), st["within"]) \
+            if f.within is not None else np.ones(k, dtype=bool)
+        self.hide_own = _member(self.fid, f.hide)
+        self.hidden = self._marks(self.hide_own, st["hidden"])
+        self.nested = self._nested()
+        self.kept = walk._kept(~self.hidden, within, self.depth, self.start, self.ids,
+                               self.duration.copy())
+        self.within = within
+        self.kept_id = np.where(self.kept, walk.next_kept + np.cumsum(self.kept) - 1, -1)
+        walk.next_kept += int(np.count_nonzero(self.kept))
+        cidx = np.maximum(self.cidx, 0)
+        outer_parent = np.where(st["kept"][cidx], st["kept_id"][cidx], -1) if base else \
+            np.full(k, -1, np.int64)
+        prank = np.maximum(self.prank, 0)
+        self.parent = np.where(self.inner, np.where(self.kept[prank], self.kept_id[prank], -1),
+                               np.where(self.cidx >= 0, outer_parent, -1))
+        self.paths = [self._paths(t, i) for i, t in enumerate(walk.plan.paths)]
+        self._children()
+
+    def _marks(self, own: np.ndarray, carried: np.ndarray) -> np.ndarray:
+        """Calls whose own function is marked, or inside a call that is (in the chunk, or
+        open before it: those marks are inherited, so the innermost one still open says)."""
+        local = self.local
+        out = own.copy()
+        if own.any():
+            inc = np.zeros(len(local.is_call), dtype=np.int32)
+            src = local.calls[own]
+            inc[src] = 1
+            ends = local.match[src]
+            inc[ends[ends >= 0]] = -1
+            open_before = np.cumsum(inc) - inc
+            out |= open_before[local.calls] > 0
+        r = self.remaining
+        if self.base:
+            out |= (r > 0) & carried[np.maximum(r - 1, 0)]
+        return out
+
+    def _nested(self) -> np.ndarray:
+        """Calls made inside another call of the same function: one open before the chunk
+        (the outermost of each function among them), or one in the chunk that began earlier
+        and ends later (by function, in order: a running maximum of the ends)."""
+        k, st, local = self.k, self.walk.open, self.local
+        out = np.zeros(k, dtype=bool)
+        if k == 0 or not self.walk.plan.nested:
+            return out
+        if self.base:
+            distinct, first = np.unique(st["fid"][:self.base], return_index=True)
+            at = np.minimum(np.searchsorted(distinct, self.fid), len(distinct) - 1)
+            out |= (distinct[at] == self.fid) & (first[at] < self.remaining)
+        distinct, dense = dense_ids(self.fid)
+        n = len(local.is_call)
+        end = local.match[local.calls]
+        end[end < 0] = 2 * n - local.calls[end < 0]  # still open: ends after all, outer later
+        order = np.argsort(dense.astype(np.uint16 if len(distinct) < (1 << 16) else np.int64),
+                           kind="stable")  # by function, then in order: a radix sort
+        value = end[order] + dense[order] * (2 * n + 1)
+        running = np.maximum.accumulate(value)
+        inside = np.zeros(k, dtype=bool)
+        inside[1:] = running[:-1] > value[1:]
+        out[order] |= inside
+        return out
+
+    def _paths(self, table: PathTable, i: int) -> np.ndarray:
+        """Each call's path in `table` (-1: none), a depth level at a time (a call's parent
+        first). With root functions, a path begins at a call of one of them that is not
+        inside another, and only the calls within have one."""
+        st = self.walk.open
+        k = self.k
+        out = np.full(k, -1, dtype=np.int64)
+        outer_paths = st.paths[i]
+        cidx = np.maximum(self.cidx, 0)
+        if table.roots is None:
+            marks = np.ones(k, dtype=bool)
+            root = np.zeros(k, dtype=bool)
+        else:
+            own = _member(self.fid, table.roots)
+            marks = self._marks(own, outer_paths >= 0)
+            parent_marked = np.where(self.inner, marks[np.maximum(self.prank, 0)],
+                                     (self.cidx >= 0) & (outer_paths[cidx] >= 0))
+            root = own & ~parent_marked
+        order = np.argsort(self.depth, kind="stable")
+        d = self.depth[order]
+        cuts = np.flatnonzero(np.r_[True, d[1:] != d[:-1], True])
+        for s, e in zip(cuts[:-1], cuts[1:]):
+            rows = order[s:e]
+            rows = rows[marks[rows]]
+            if not len(rows):
+                continue
+            up = np.where(self.inner[rows], out[np.maximum(self.prank[rows], 0)],
+                          np.where(self.cidx[rows] >= 0, outer_paths[cidx[rows]], -1))
+            out[rows] = table.extend(np.where(root[rows], -1, up), self.fid[rows])
+        return out
+
+    def _children(self) -> None:
+        """Durations of each call's shown children (hidden ones are the caller's own time),
+        and how many selected children it has, from the pairs of the chunk: to calls of the
+        chunk, and to the open calls they were made in."""
+        st, k = self.walk.open, self.k
+        c = self.closed
+        visible = ~self.hide_own[c]
+        dur = self.duration[c]
+        kept = self.kept[c]
+        inner = self.inner[c]
+        self.children = np.rint(np.bincount(self.prank[c][inner],
+                                            weights=(dur * visible)[inner], minlength=k)
+                                ).astype(np.int64)
+        self.kept_children = np.bincount(self.prank[c][inner & kept], minlength=k)
+        outer = ~inner & (self.cidx[c] >= 0)
+        if outer.any():
+            idx = self.cidx[c][outer]
+            np.add.at(st["children"], idx, (dur * visible)[outer])
+            np.add.at(st["kept_children"], idx[kept[outer]], 1)
+
+    def pairs(self) -> tuple[Calls, list[np.ndarray]]:
+        """The selected calls that began and ended in the chunk."""
+        c = self.closed
+        sel = self.kept[c]
+        rows = c[sel]
+        end_at = self.end_at[sel]
+        ev = self.local.ev
+        dur = self.duration[rows]
+        self_ns = np.maximum(dur - self.children[rows], 0)
+        flags = np.where(ev.kind[end_at] == F.EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
+        table = _table(self.walk.number, self.kept_id[rows], self.fid[rows],
+                       ev.seq[self.local.calls[rows]], ev.seq[end_at], self.start[rows],
+                       ev.ts[end_at], dur, self_ns, self.depth[rows], self.parent[rows], flags,
+                       self.nested[rows])
+        return table, [p[rows] for p in self.paths]
+
+    def leading(self) -> tuple[Calls, list[np.ndarray]]:
+        """The open calls the chunk's leading closes end (innermost first)."""
+        local, ev = self.local, self.local.ev
+        lead = local.leading
+        idx = self.base - 1 - np.arange(len(lead))
+        flags = np.where(ev.kind[lead] == F.EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
+        st = self.walk.open
+        self.lead_idx, self.lead_kept_id = idx, st["kept_id"][idx]
+        self.lead_flags = flags | st["flags"][idx]
+        table, paths, kept = _complete(self.walk, idx, ev.ts[lead], ev.seq[lead], flags)
+        self.lead_kept = kept
+        self.lead_duration = (ev.ts[lead] - self.walk.open["start"][idx]).view(np.int64)
+        return table, paths
+
+    def push_trailing(self) -> None:
+        """Pop the open calls the chunk ended; push the calls it leaves open."""
+        st = self.walk.open
+        st.n = self.base + self.local.lowest
+        tr = self.rank_of[self.local.trailing]
+        ev = self.local.ev
+        st.push({"id": self.ids[tr], "kept_id": self.kept_id[tr], "fid": self.fid[tr],
+                 "start": self.start[tr], "call_seq": ev.seq[self.local.trailing],
+                 "detail": ev.detail[self.local.trailing], "parent": self.parent[tr],
+                 "children": self.children[tr], "kept_children": self.kept_children[tr],
+                 "flags": np.zeros(len(tr), np.uint32), "nested": self.nested[tr],
+                 "within": self.within[tr], "hidden": self.hidden[tr], "kept": self.kept[tr]},
+                [p[tr] for p in self.paths])
+        self.trailing_ranks = tr
+
+    def edges(self) -> dict[str, np.ndarray]:
+        """Every selected call's begin and end in the chunk, in the order of its events (an
+        end carries the call's duration and how it ended)."""
+        local, ev = self.local, self.local.ev
+        n = len(ev)
+        keep = np.zeros(n, dtype=bool)
+        depth = np.zeros(n, dtype=np.int64)
+        duration = np.zeros(n, dtype=np.int64)
+        call = np.full(n, -1, dtype=np.int64)
+        flags = np.zeros(n, dtype=np.uint32)
+        calls, c, ends = local.calls, self.closed, self.end_at
+        keep[calls] = self.kept
+        depth[calls] = self.depth
+        call[calls] = self.kept_id
+        keep[ends] = self.kept[c]
+        depth[ends] = self.depth[c]
+        duration[ends] = self.duration[c]
+        call[ends] = self.kept_id[c]
+        flags[ends] = np.where(ev.kind[ends] == F.EVENT_EXCEPTION, LEFT, 0)
+        lead = local.leading
+        if len(lead):
+            keep[lead] = self.lead_kept
+            depth[lead] = self.lead_idx
+            duration[lead] = self.lead_duration
+            call[lead] = self.lead_kept_id
+            flags[lead] = self.lead_flags
+        rows = np.flatnonzero(keep)
+        return _edge_rows(len(rows), ts=ev.ts[rows], function_id=ev.fid[rows],
+                          depth=depth[rows], end=~local.is_call[rows],
+                          duration_ns=duration[rows], flags=flags[rows], call=call[rows],
+                          seq=ev.seq[rows], detail=ev.detail[rows])
+
+
+def _complete(walk: ThreadWalk, idx: np.ndarray, end: np.ndarray, ret: np.ndarray,
+              flags: np.ndarray) -> tuple[Calls, list[np.ndarray], np.ndarray]:
+    """Open calls `idx` (innermost first, each the child of the next) end: their table rows
+    (the selected ones), paths, and which were selected."""
+    st = walk.open
+    k = len(idx)
+    dur = (end - st["start"][idx]).view(np.int64)
+    hide_own = _member(st["fid"][idx], walk.filters.hide)
+    kept = st["kept"][idx].copy()
+    if walk.filters.min_duration_ns is not None:
+        kept &= dur >= walk.filters.min_duration_ns
+    if k > 1:
+        # each is the parent of the one before it: its time and selection count there
+        np.add.at(st["children"], idx[1:], (dur * ~hide_own)[:-1])
+        np.add.at(st["kept_children"], idx[1:], kept[:-1].astype(np.int64))
+    if k and idx[-1] > 0:  # the parent of the outermost of them stays open
+        st["children"][idx[-1] - 1] += int(dur[-1]) * int(not hide_own[-1])
+        st["kept_children"][idx[-1] - 1] += int(kept[-1])
+    if walk.learn is not None:
+        for i, e, r, fl, d, kc in zip(st["id"][idx].tolist(), end.tolist(), ret.tolist(),
+                                      flags.tolist(), dur.tolist(),
+                                      st["kept_children"][idx].tolist()):
+            walk.learn.ends[i] = (e, r, fl, d, kc)
+    rows = idx[kept]
+    self_ns = np.maximum(dur[kept] - st["children"][rows], 0)
+    table = _table(walk.number, st["kept_id"][rows], st["fid"][rows], st["call_seq"][rows],
+                   ret[kept], st["start"][rows], end[kept], dur[kept], self_ns, rows,
+                   st["parent"][rows], flags[kept] | st["flags"][rows], st["nested"][rows])
+    return table, [p[rows] for p in st.paths], kept
+
+
+def _table(number: int, call: np.ndarray, fid: np.ndarray, call_seq: np.ndarray,
+           return_seq: np.ndarray, start: np.ndarray, end: np.ndarray, duration: np.ndarray,
+           self_ns: np.ndarray, depth: np.ndarray, parent: np.ndarray, flags: np.ndarray,
+           nested: np.ndarray) -> Calls:
+    n = len(call)
+    return Calls({"thread": np.full(n, number, np.uint32), "call": np.asarray(call, np.int64),
+                  "function_id": np.asarray(fid, np.uint64),
+                  "call_seq": np.asarray(call_seq, np.int64),
+                  "return_seq": np.asarray(return_seq, np.int64),
+                  "start_ns": np.asarray(start, np.uint64), "end_ns": np.asarray(end, np.uint64),
+                  "duration_ns": np.asarray(duration, np.int64).view(np.uint64),
+                  "self_ns": np.asarray(self_ns, np.int64).view(np.uint64),
+                  "depth": np.asarray(depth, np.uint32), "parent": np.asarray(parent, np.int64),
+                  "flags": np.asarray(flags, np.uint32), "nested": np.asarray(nested, bool)})
+
+
+def _edge_rows(n: int, **columns: Any) -> dict[str, np.ndarray]:
+    defaults = {"ts": np.uint64, "function_id": np.uint64, "depth": np.int64, "end": bool,
+                "leaf": bool, "duration_ns": np.int64, "flags": np.uint32, "call": np.int64,
+                "seq": np.int64, "detail": np.uint32, "return_detail": np.uint32}
+    out = {}
+    for name in EDGE_FIELDS:
+        value = columns.get(name, F.NO_DETAIL_SEQ if name in ("detail", "return_detail") else 0)
+        out[name] = np.broadcast_to(np.asarray(value).astype(defaults[name]), (n,)).copy() \
+            if np.ndim(value) == 0 else np.asarray(value).astype(defaults[name])
+    return out
+
+
+def _concat_edges(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([p[name] for p in parts]) for name in EDGE_FIELDS}
+
+
+def _member(fid: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    """Which of `fid` are among `ids` (sorted uint64)."""
+    if ids is None or len(ids) == 0 or len(fid) == 0:
+        return np.zeros(len(fid), dtype=bool)
+    at = np.minimum(np.searchsorted(ids, fid), len(ids) - 1)
+    return ids[at] == fid
+
+
+def _chain_marks(own: np.ndarray) -> np.ndarray:
+    """Marks down a chain of calls, each inside the one before (inherited)."""
+    return np.logical_or.accumulate(own) if len(own) else own
+
+
+def _chain_nested(fid: np.ndarray) -> np.ndarray:
+    seen: set[int] = set()
+    out = np.zeros(len(fid), dtype=bool)
+    for i, f in enumerate(fid.tolist()):
+        out[i] = f in seen
+        seen.add(f)
+    return out
+
+
+
+
+def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct function_ids ascending, each one's index among them), without sorting when
+    the ids are ada's (module_id << 32 | symbol_index, both counted from 0 among the modules
+    and functions selected) and span less than a few times their number: a lookup table
+    that size is cheaper than a sort."""
+    if len(fid) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    module = (fid >> np.uint64(32)).astype(np.int64)
+    symbol = (fid & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    if int(module.max()) < (1 << 16) and int(symbol.max()) < (1 << 22):
+        width = int(symbol.max()) + 1
+        slot = module * width + symbol
+        if int(slot.max()) < 4 * len(fid) + (1 << 16):
+            used = np.flatnonzero(np.bincount(slot))
+            index = np.full(int(slot.max()) + 1, -1, dtype=np.int64)
+            index[used] = np.arange(len(used))
+            ids = ((used // width).astype(np.uint64) << np.uint64(32)) | \
+                (used % width).astype(np.uint64)
+            return ids, index[slot]
+    ids, inverse = np.unique(fid, return_inverse=True)
+    return ids, inverse.astype(np.int64)
+
+
+# --- walking threads --------------------------------------------------------------------------
 
 def chunk_bounds(thread: ThreadReader, chunk_events: int = CHUNK_EVENTS
                  ) -> list[tuple[int, int]]:
-    """[a, b) index_seq ranges of about `chunk_events` events, cut where no call is open
-    (after a RETURN at depth 0): each chunk's table is whole (parents, self time, recursion),
-    its columns stay small enough to be worked on in the CPU's caches, and chunks can be
-    worked on at once. Each cut is looked for just after the chunk's size, in a window that
-    grows until it finds one, so the thread is not read twice."""
-    ev = thread.index.events
-    n = len(ev)
-    cuts = [0]
-    at = chunk_events
-    while at < n:
-        window = 4096
-        while True:
-            part = ev[at:at + window]
-            hit = np.flatnonzero((part["call_depth"] == 0) & (part["event_kind"] == F.EVENT_RETURN))
-            if len(hit) or at + window >= n:
-                break
-            window *= 4
-        if not len(hit):
-            break
-        cuts.append(at + int(hit[0]) + 1)
-        at = cuts[-1] + chunk_events
-    if cuts[-1] < n:
-        cuts.append(n)
-    return list(zip(cuts[:-1], cuts[1:]))
+    """[a, b) index_seq ranges of `chunk_events` events (the last one shorter)."""
+    n = len(thread)
+    return [(a, min(a + chunk_events, n)) for a in range(0, n, chunk_events)]
 
 
-def chunk_calls(thread: ThreadReader, a: int, b: int, thread_number: int | None = None
-                ) -> Calls:
-    """The calls of events [a, b) of a thread (a chunk_bounds range)."""
-    ev = thread.index.events
-    number = thread.id if thread_number is None else thread_number
-    return calls_of(ev[a:b], a, number, thread_ends(thread))
+CLOSES = (F.EVENT_RETURN, F.EVENT_EXCEPTION)
 
 
-def thread_ends(thread: ThreadReader) -> tuple[int, int]:
-    """The thread's first and last timestamps (where OPEN and NO_CALL calls end and start)."""
-    ts = thread.index.events["timestamp_ns"]
-    return int(ts[0]), int(ts[-1])
+def may_begin_inside_calls(session: SessionReader | None, thread: ThreadReader) -> bool:
+    """Whether a thread's first RETURNs may close calls its recording did not see begin:
+    never in a session ada recorded without losing events (its hooks see every call they
+    trap the return of begin); possible in any other (another writer, drops)."""
+    manifest = session.manifest if session is not None else None
+    if not isinstance(manifest, dict) or (manifest.get("tool") or {}).get("name") != "ada":
+        return True
+    for entry in manifest.get("threads") or []:
+        if isinstance(entry, dict) and entry.get("id") == thread.id:
+            return bool(entry.get("drops"))
+    return True
 
 
-def calls_of(ev: np.ndarray | dict[str, np.ndarray], offset: int, number: int,
-             ends: tuple[int, int]) -> Calls:
-    """The calls of events `ev` (index records, or their timestamp_ns, function_id,
-    event_kind and call_depth as columns) from index_seq `offset` on, of thread `number`,
-    whose first and last timestamps are `ends`."""
-    kind = np.ascontiguousarray(ev["event_kind"])
-    valid = (kind == F.EVENT_CALL) | (kind == F.EVENT_RETURN)
-    if valid.all():
-        seq = None  # every event is a CALL or a RETURN: positions are index_seqs
-    else:
-        seq = np.flatnonzero(valid)
-        kind = kind[seq]
-    if len(kind) == 0:
-        return Calls.zeros()
-    depth = _column(ev, "call_depth", seq)
-    is_call = kind == F.EVENT_CALL
-    levels, counts, order = _by_level(depth)
-    balanced = _balanced(is_call, depth, levels, counts, order)
-    if balanced is not None:
-        return _balanced_calls(ev, seq, offset, number, depth, is_call, *balanced)
-    return _unbalanced_calls(ev, seq, offset, number, ends, depth, is_call, order)
+def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],
+                pool: ThreadPoolExecutor) -> list[tuple[int, int, int]]:
+    """The RETURNs (function_id, index_seq, timestamp, kind) that close calls the thread
+    began inside, in order (each closes a call outside the one before): a pass over the
+    kinds, chunks on every core, joined in order."""
+    def scan(a: int, b: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        ev = Events.read(thread, a, b).pairable()
+        is_call = ev.kind == F.EVENT_CALL
+        level = np.cumsum(np.where(is_call, 1, -1), dtype=np.int64)
+        if not len(level):
+            return 0, *(np.zeros(0, np.int64),) * 4
+        low = np.minimum.accumulate(level)
+        before = np.concatenate(([0], np.minimum(low[:-1], 0)))
+        lead = np.flatnonzero(level < before)
+        return int(level[-1]), ev.fid[lead], ev.seq[lead], ev.ts[lead], ev.kind[lead]
 
-
-def _balanced(is_call: np.ndarray, depth: np.ndarray, levels: np.ndarray, counts: np.ndarray,
-              order: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray] | None:
-    """For events that close every call they open (each level goes CALL, RETURN, CALL, ...
-    and each call's previous event is its parent's CALL or its previous sibling's RETURN):
-    the calls grouped by level as (their positions, their RETURNs' positions, how many are
-    on the outermost level, the positions of the parents' CALLs of the others, where each
-    run of siblings starts among the others). None for anything else (the general rules
-    then apply)."""
-    if (counts & 1).any():
-        return None
-    call_at, return_at = order[0::2], order[1::2]
-    if not is_call[call_at].all() or is_call[return_at].any():
-        return None
-    top = int(counts[0]) // 2  # calls on the outermost level: no parent here
-    inner = call_at[top:]
-    if len(inner) and inner[0] == 0:
-        return None
-    before = inner - 1
-    first_child = is_call[before]
-    d = depth[inner]
-    if not np.where(first_child, depth[before] + 1 == d, depth[before] == d).all():
-        return None
-    # Siblings are consecutive on their level; the first of each names the parent.
-    group = np.where(first_child, np.arange(len(inner)), 0)
-    np.maximum.accumulate(group, out=group)
-    return call_at, return_at, top, before[group], np.flatnonzero(first_child)
-
-
-def _balanced_calls(ev: np.ndarray, seq: np.ndarray | None, offset: int, number: int,
-                    depth: np.ndarray, is_call: np.ndarray, call_at: np.ndarray,
-                    return_at: np.ndarray, top: int, parent_at: np.ndarray,
-                    siblings: np.ndarray) -> Calls:
-    """The calls table of balanced events (_balanced), in start order."""
-    row = np.cumsum(is_call, dtype=np.int64)  # a CALL's position -> its row + 1
-    n = int(row[-1])
-    rows = row[call_at] - 1
-    starts = np.flatnonzero(is_call)
-    ends = np.empty(n, dtype=np.int64)
-    ends[rows] = return_at
-    parent = np.empty(n, dtype=np.int64)
-    parent[rows[:top]] = -1
-    parent[rows[top:]] = row[parent_at] - 1
-    if seq is not None:
-        starts, ends = seq[starts], seq[ends]
-    ts = ev["timestamp_ns"]
-    start_ns, end_ns = ts[starts], ts[ends]
-    duration = end_ns - start_ns
-    function_id = ev["function_id"][starts]
-    call_depth = ev["call_depth"][starts]
-    starts += offset
-    ends += offset
-    return Calls({
-        "thread": np.full(n, number, dtype=np.uint32),
-        "function_id": function_id,
-        "call_seq": starts,
-        "return_seq": ends,
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "duration_ns": duration,
-        "self_ns": _self_time_of_siblings(duration, rows[top:], siblings, parent),
-        "depth": call_depth,
-        "parent": parent,
-        "flags": np.zeros(n, dtype=np.uint32),
-    })
-
-
-def _unbalanced_calls(ev: np.ndarray, seq: np.ndarray | None, offset: int, number: int,
-                      ends: tuple[int, int], depth: np.ndarray, is_call: np.ndarray,
-                      order: np.ndarray) -> Calls:
-    """The calls table by the general rules (OPEN, NO_CALL, LEFT; the module docstring)."""
-    first_ts, last_ts = ends
-    ts = _column(ev, "timestamp_ns", seq)
-    fid = _column(ev, "function_id", seq)
-    # On each level, in event order: a CALL whose next event on its level is a RETURN is a pair.
-    level = depth[order]
-    calls_here = is_call[order]
-    same_next = level[1:] == level[:-1]
-    paired = calls_here[:-1] & same_next & ~calls_here[1:]
-    partner = np.full(len(is_call), -1, dtype=np.int64)  # by event position: its RETURN's
-    partner[order[:-1][paired]] = order[1:][paired]
-    # A RETURN not preceded on its level by a CALL: its CALL came before the recording.
-    orphan = ~calls_here
-    orphan[1:] &= ~(same_next & calls_here[:-1])
-    orphan_at = np.sort(order[orphan])
-    orphan_at = orphan_at[np.argsort(depth[orphan_at], kind="stable")]  # outer first
-
-    call_at = np.flatnonzero(is_call)  # every CALL, in start order
-    ret_at = partner[call_at]
-    unpaired = ret_at < 0
-    gone = np.full(len(call_at), -1, dtype=np.int64)
-    gone[unpaired] = _first_later_at_or_above(depth, call_at[unpaired])
-    def index_seq(positions: np.ndarray) -> np.ndarray:
-        return (positions if seq is None else seq[positions]) + offset
-
-    k, n = len(orphan_at), len(orphan_at) + len(call_at)
-    end_at = np.where(unpaired, gone, ret_at)
-    start_ns = np.concatenate((np.full(k, first_ts, dtype=np.uint64), ts[call_at]))
-    end_ns = np.concatenate((ts[orphan_at], np.where(end_at >= 0, ts[np.maximum(end_at, 0)],
-                                                     np.uint64(last_ts))))
-    out = Calls({
-        "thread": np.full(n, number, dtype=np.uint32),
-        "function_id": np.concatenate((fid[orphan_at], fid[call_at])),
-        "call_seq": np.concatenate((np.full(k, -1, dtype=np.int64),
-                                    index_seq(call_at).astype(np.int64))),
-        "return_seq": np.concatenate((index_seq(orphan_at).astype(np.int64),
-                                      np.where(unpaired, -1, index_seq(np.maximum(ret_at, 0))))),
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "duration_ns": end_ns - np.minimum(start_ns, end_ns),
-        "self_ns": np.zeros(n, dtype=np.uint64),
-        "depth": np.concatenate((depth[orphan_at], depth[call_at])).astype(np.uint32),
-        "parent": np.full(n, -1, dtype=np.int64),
-        "flags": np.concatenate((np.full(k, NO_CALL, dtype=np.uint32),
-                                 np.where(unpaired, np.where(gone >= 0, LEFT, OPEN), 0)
-                                 .astype(np.uint32))),
-    })
-    _link_parents(out)
+    out: list[tuple[int, int, int, int]] = []
+    level = 0
+    for final, fid, seq, ts, kind in ahead([partial(scan, a, b) for a, b in bounds], pool):
+        matched = min(level, len(fid))
+        out.extend(zip(fid[matched:].tolist(), seq[matched:].tolist(), ts[matched:].tolist(),
+                       kind[matched:].tolist()))
+        level = level - matched + final + len(fid)
     return out
 
 
-def _column(ev: np.ndarray, name: str, seq: np.ndarray | None) -> np.ndarray:
-    column = ev[name]
-    return np.ascontiguousarray(column) if seq is None else column[seq]
+def thread_steps(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor,
+                 number: int | None = None, inside: bool = False) -> Iterator[Step]:
+    """The Steps of one thread in order; `inside`: it may begin inside calls
+    (may_begin_inside_calls). With Plan.lookahead, a first walk learns the ends of the
+    calls that span chunks."""
+    number = thread.id if number is None else number
+    bounds = chunk_bounds(thread, plan.chunk_events)
+    outer = outer_calls(thread, bounds, pool) if inside else []
+    known = None
+    if plan.lookahead:
+        first = ThreadWalk(thread, number, Plan(plan.filters, chunk_events=plan.chunk_events),
+                           outer, learn=True)
+        for _ in _walk(first, bounds, pool):
+            pass
+        known = first.learn
+    yield from _walk(ThreadWalk(thread, number, plan, outer, known), bounds, pool)
 
 
-def _by_level(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the distinct depths ascending, how many positions each has, the positions grouped by
-    depth in order within each): a stable sort by depth, which numpy does as a radix sort
-    for 8- and 16-bit keys."""
-    deepest = int(depth.max())
-    if deepest < (1 << 16):
-        counts = np.bincount(depth)
-        levels = np.flatnonzero(counts)
-        counts = counts[levels]
-    else:
-        levels, counts = np.unique(depth, return_counts=True)
-    key = depth.astype(np.uint8 if deepest < (1 << 8) else
-                       np.uint16 if deepest < (1 << 16) else depth.dtype)
-    return levels, counts, np.argsort(key, kind="stable")
+def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecutor
+          ) -> Iterator[Step]:
+    jobs = [partial(_read_and_pair, walk.thread, a, b) for a, b in bounds]
+    for i, ((a, b), (events, local)) in enumerate(zip(bounds, ahead(jobs, pool))):
+        yield walk.advance(local, events, a, b, last=i == len(bounds) - 1)
 
 
-def _first_later_at_or_above(depth: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each event position in `at` (in the kept events), the position of the first later
-    event whose depth is at most its own, or -1. Done per distinct depth among `at`: these are
-    the unbalanced calls, few in a normal recording."""
-    out = np.full(len(at), -1, dtype=np.int64)
-    for d in np.unique(depth[at]):
-        mine = np.flatnonzero(depth[at] == d)
-        shallower = np.flatnonzero(depth <= d)
-        k = np.searchsorted(shallower, at[mine], side="right")
-        found = k < len(shallower)
-        out[mine[found]] = shallower[k[found]]
-    return out
+def _read_and_pair(thread: ThreadReader, a: int, b: int) -> tuple[Events, Local]:
+    events = Events.read(thread, a, b)
+    return events, pair(events.pairable())
 
 
-def _link_parents(calls: Calls) -> None:
-    """parent and self_ns, for the calls of one thread in start order (NO_CALL ones first)."""
-    n = len(calls)
-    calls["parent"] = -1
-    if n == 0:
-        return
-    depth = calls["depth"]
-    levels, counts, by_level = _by_level(depth)
-    bounds = np.r_[0, np.cumsum(counts)]
-    start, end, parent = calls["start_ns"], calls["end_ns"], calls["parent"]
-    for i in range(1, len(levels)):
-        if levels[i] != levels[i - 1] + 1:
-            continue  # nothing recorded one level up (attached deep): no parent to find
-        here = by_level[bounds[i]:bounds[i + 1]]
-        up = by_level[bounds[i - 1]:bounds[i]]
-        k = np.searchsorted(up, here, side="right") - 1  # the last call one level up before it
-        ok = k >= 0
-        cand = up[np.maximum(k, 0)]
-        ok &= end[cand] >= start[here]  # ... still open when this one starts
-        parent[here[ok]] = cand[ok]
-    calls["self_ns"] = _self_time(parent, calls["duration_ns"])
+def session_steps(session: SessionReader, threads: list[ThreadReader], plan: Plan,
+                  pool: ThreadPoolExecutor) -> Iterator[Step]:
+    """The Steps of the threads, thread after thread."""
+    for t in threads:
+        yield from thread_steps(t, plan, pool, inside=may_begin_inside_calls(session, t))
 
 
-def _self_time(parent: np.ndarray, duration: np.ndarray) -> np.ndarray:
-    """Each call's duration minus its children's (exact while a call's children add up to
-    less than 2**53 ns, about 104 days)."""
-    # Bin 0 collects the roots (parent -1): one pass without picking the calls with a parent.
-    children = np.bincount(parent + 1, weights=duration, minlength=len(parent) + 1)[1:]
-    out = duration.astype(np.int64)
-    out -= children.astype(np.int64)
-    np.maximum(out, 0, out=out)
-    return out.view(np.uint64)
+def worker_pool() -> ThreadPoolExecutor:
+    """A worker per core: numpy lets go of the GIL for the heavy part of each step."""
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 
 
-def _self_time_of_siblings(duration: np.ndarray, inner: np.ndarray, siblings: np.ndarray,
-                           parent: np.ndarray) -> np.ndarray:
-    """Self time where a call's children are consecutive: `inner` the rows of the calls with
-    a parent, level by level, `siblings` where each parent's run of children starts among
-    them. Sums of integers, a run at a time (exact, and faster than _self_time's bincount)."""
-    out = duration.astype(np.int64)
-    if len(siblings):
-        children = np.add.reduceat(duration[inner], siblings)
-        out[parent[inner[siblings]]] -= children.astype(np.int64)
-        np.maximum(out, 0, out=out)
-    return out.view(np.uint64)
+def ahead(work: list[Callable[[], T]], pool: ThreadPoolExecutor, depth: int = 2
+          ) -> Iterator[T]:
+    """The results of `work` in order, at most `depth` of them being made ahead of need."""
+    pending: deque[Future] = deque(pool.submit(fn) for fn in work[:depth])
+    rest = iter(work[depth:])
+    while pending:
+        done = pending.popleft()
+        following = next(rest, None)
+        if following is not None:
+            pending.append(pool.submit(following))
+        yield done.result()
+
+
+def pipelined(items: Iterable[T], work: Callable[[T], Any], pool: ThreadPoolExecutor,
+              depth: int = 2) -> Iterator[Any]:
+    """`work` on each item on the pool, the results in order, at most `depth` waiting."""
+    pending: deque[Future] = deque()
+    for item in items:
+        pending.append(pool.submit(work, item))
+        while len(pending) > depth:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+# --- whole tables (tests, small sessions) -----------------------------------------------------
+
+def thread_calls(thread: ThreadReader, plan: Plan | None = None,
+                 session: SessionReader | None = None) -> Calls:
+    """Every call of one thread as one table, in the order of their CALLs (`parent` is then
+    a row number: calls are numbered in that order). For a whole session of any size, walk
+    it instead (session_steps)."""
+    with worker_pool() as pool:
+        parts = [s.done for s in thread_steps(thread, plan or Plan(nested=True), pool,
+                                              inside=may_begin_inside_calls(session, thread))]
+    calls = Calls.concatenate(parts)
+    return calls[np.argsort(calls["call"], kind="stable")]
 
 
 def session_calls(session: SessionReader) -> Calls:
     """Every thread's calls, thread after thread; `parent` rows index this whole table."""
-    return join_threads([thread_calls(t) for t in session.threads])
+    return join_threads([thread_calls(t, session=session) for t in session.threads])
 
 
 def join_threads(parts: list[Calls]) -> Calls:
-    """Tables of single threads as one, their `parent` rows renumbered into it."""
+    """Tables of single threads (each numbered from 0) as one, `call` and `parent`
+    renumbered into it."""
     offset = 0
     for calls in parts:
         parent = calls["parent"]
         parent[parent >= 0] += offset
+        calls["call"] += offset
         offset += len(calls)
     return Calls.concatenate(parts)

@@ -2,11 +2,10 @@
 total time, as uftrace's graph shows it; and for one function, the paths that lead to it
 (backtraces) and what it calls.
 
-A path is a root's function followed by the functions called down to a call. Paths are
-numbered one depth level at a time: a call's path is its parent's path extended by its own
-function, so each level is one `np.unique` over (parent path, function) pairs. The paths of
-chunks (of threads) merge the same way, a chunk's path standing for its calls: a session's
-graph never needs its whole calls table at once.
+A path is a root's function followed by the functions called down to a call. The walk of the
+calls (calls.py) numbers each call's path as it begins (its parent's path extended by its own
+function, calls.PathTable) and counts calls, total and self time into it as they end, chunk
+by chunk: a session's graph never needs its calls table at once.
 """
 
 from __future__ import annotations
@@ -16,21 +15,26 @@ from typing import Callable
 
 import numpy as np
 
-from .calls import Calls
-from .report import dense_ids
+from .calls import PathTable
 
 
 @dataclass
 class Paths:
     """Distinct call paths: for path p, its last function, the path it extends (-1: a root),
-    the depth of its calls, how many calls took it, their total and their self time."""
+    how many calls took it, their total and their self time."""
 
     function_id: np.ndarray
     up: np.ndarray
-    depth: np.ndarray
     calls: np.ndarray
     total_ns: np.ndarray
     self_ns: np.ndarray
+
+    @classmethod
+    def of(cls, table: PathTable) -> "Paths":
+        n = len(table)
+        grow = lambda a: np.concatenate((a, np.zeros(n - len(a), np.int64)))  # noqa: E731
+        return cls(np.array(table.fids, dtype=np.uint64), np.array(table.up, dtype=np.int64),
+                   grow(table.calls), grow(table.total_ns), grow(table.self_ns))
 
     def children(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -47,65 +51,15 @@ class Paths:
         return out[::-1]
 
 
-def call_paths(calls: Calls) -> Paths:
-    """The paths of one calls table."""
-    return _grouped(calls["function_id"], calls["parent"], calls["depth"],
-                    None, calls["duration_ns"], calls["self_ns"])
-
-
-def merge_paths(parts: list[Paths]) -> Paths:
-    """The paths of several tables (chunks, threads) as one graph."""
-    ups, offset = [], 0
-    for p in parts:
-        ups.append(np.where(p.up >= 0, p.up + offset, -1))
-        offset += len(p.up)
-    joined = {name: np.concatenate([getattr(p, name) for p in parts]) if parts
-              else np.zeros(0, dtype=np.int64) for name in ("function_id", "depth", "calls",
-                                                             "total_ns", "self_ns")}
-    return _grouped(joined["function_id"].astype(np.uint64),
-                    np.concatenate(ups) if ups else np.zeros(0, dtype=np.int64),
-                    joined["depth"], joined["calls"], joined["total_ns"], joined["self_ns"])
-
-
-def _grouped(function_id: np.ndarray, up_item: np.ndarray, depth: np.ndarray,
-             calls: np.ndarray | None, total_ns: np.ndarray, self_ns: np.ndarray) -> Paths:
-    """Items (calls, or paths standing for `calls` calls each) with the same function under
-    the same path, as one path each. `up_item` is each item's parent item (-1: none), and
-    parents are deeper by one level, so the levels are numbered outermost first."""
-    n = len(function_id)
-    ids, dense = dense_ids(function_id)
-    width = max(len(ids), 1)
-    of_item = np.full(n, -1, dtype=np.int64)
-    depth = depth.astype(np.int64)
-    ups, fids, depths = [], [], []
-    count = 0
-    for d in (np.unique(depth) if n else []):
-        rows = np.flatnonzero(depth == d)
-        up = np.where(up_item[rows] >= 0, of_item[np.maximum(up_item[rows], 0)], -1)
-        keys, inverse = np.unique((up + 1) * width + dense[rows], return_inverse=True)
-        of_item[rows] = count + inverse
-        ups.append(keys // width - 1)
-        fids.append(ids[keys % width])
-        depths.append(np.full(len(keys), d, dtype=np.int64))
-        count += len(keys)
-    empty = np.zeros(0, dtype=np.int64)
-    weights = None if calls is None else calls.astype(np.float64)
-    return Paths(np.concatenate(fids) if fids else np.zeros(0, dtype=np.uint64),
-                 np.concatenate(ups) if ups else empty,
-                 np.concatenate(depths) if depths else empty,
-                 np.rint(np.bincount(of_item, weights=weights, minlength=count))
-                 .astype(np.int64),
-                 *(np.rint(np.bincount(of_item, weights=w, minlength=count)).astype(np.int64)
-                   for w in (total_ns, self_ns)))
-
-
 def graph_lines(paths: Paths, label: Callable[[int], str], fmt: Callable[[int], str],
                 roots: list[int] | None = None, max_depth: int | None = None) -> list[str]:
     """`TOTAL : (calls) name` per path, children under `+-` by time spent, as uftrace draws
     it; from `roots` (default: every root path)."""
     children = paths.children()
     lines: list[str] = []
-    by_time = lambda ps: sorted(ps, key=lambda k: -int(paths.total_ns[k]))  # noqa: E731
+    def by_time(ps: list[int]) -> list[int]:  # the most time first; ties by name
+        return sorted(ps, key=lambda k: (-int(paths.total_ns[k]), label(int(paths.function_id[k])),
+                                         int(paths.function_id[k])))
     stack = [(p, "", 0, True) for p in reversed(by_time(children.get(-1, []) if roots is None
                                                        else roots))]
     while stack:

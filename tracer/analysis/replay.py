@@ -4,10 +4,10 @@ A call without children is one line, `name();`, its duration in the DURATION col
 with children opens `name() {` and closes `} /* name */` with its duration. Lines of every
 thread are merged by time; the TID column says whose they are.
 
-The lines' order is computed on whole columns (a lexsort of opening and closing points), a
-chunk of a thread at a time (calls.thread_call_chunks), and the threads' lines are merged by
-time a bounded block at a time; only the text of each line is made one at a time, and written
-in large batches.
+The lines are the walk's edges (calls.py: every call's begin and end in the order its events
+were recorded, chunk by chunk), so a thread's lines need no sort; the threads' lines are
+merged by time a bounded block at a time; only the text of each line is made one at a time,
+and written in large batches.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from ada.atf.reader import ThreadReader
 
 from . import calls as C
 from .arguments import Decoder
-from .calls import Calls
 from .debuginfo import without_parameters
 from .report import format_duration
 from .selection import label
@@ -30,76 +29,77 @@ HEADER = "# DURATION     TID     FUNCTION"
 INDENT = "  "
 BATCH = 65536
 
-
-LINE_FIELDS = ("ts", "tie", "function_id", "duration_ns", "flags", "thread", "depth", "close",
+LINE_FIELDS = ("ts", "function_id", "duration_ns", "flags", "thread", "depth", "close",
                "leaf", "args", "value", "caller", "detailed")
 
 
-def detail_texts(calls: Calls, thread: ThreadReader, decoder: Decoder,
-                 callers: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per call, from the thread's detail lane where it has the records: its arguments
-    ("a=3, b=6" from debug information, else the raw registers "0x3, 0x6, 0x0"), its return
-    value ("9") and, with `callers`, where it was called from ("main+0x1c (demo.c:42)");
-    None where there is no record (arguments.py decodes them)."""
-    args = np.full(len(calls), None, dtype=object)
-    value = np.full(len(calls), None, dtype=object)
-    caller = np.full(len(calls), None, dtype=object)
-    detail = thread.detail
-    if detail is None or len(calls) == 0:
-        return args, value, caller
-    links = thread.index.events["detail_seq"]
-    fids = calls["function_id"]
-    for column, seqs in ((args, calls["call_seq"]), (value, calls["return_seq"])):
-        have = np.flatnonzero(seqs >= 0)
-        dseq = links[seqs[have]]
-        linked = dseq != F.NO_DETAIL_SEQ
-        for row, d in zip(have[linked].tolist(), dseq[linked].tolist()):
-            event = detail.get(d)
-            if event is None or not event.is_function:
-                continue
-            fid = int(fids[row])
-            if column is args:
-                column[row] = decoder.call_text(fid, event)
-                if callers:
-                    caller[row] = decoder.caller(event.lr)
-            else:
-                column[row] = decoder.return_text(fid, event)
-    return args, value, caller
-
-
-def lines_of(calls: Calls, details: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+def lines_of(step: C.Step, decoder: Decoder | None = None, callers: bool = False
              ) -> dict[str, np.ndarray]:
-    """The lines of a calls table (parents valid) as columns, in order: a call without
-    children gives one line, any other an opening and a closing one. At the same time a
-    closing line comes before an opening one, deeper closes first and shallower opens first."""
-    n = len(calls)
-    leaf = np.ones(n, dtype=bool)
-    leaf[calls["parent"][calls["parent"] >= 0]] = False
-    rows = np.arange(n)
-    inner = rows[~leaf]
-    row = np.concatenate((rows, inner))
-    close = np.concatenate((np.zeros(n, dtype=bool), np.ones(len(inner), dtype=bool)))
-    ts = np.where(close, calls["end_ns"][row], calls["start_ns"][row]).astype(np.int64)
-    depth = calls["depth"][row].astype(np.int64)
-    tie = np.where(close, -depth, depth + (1 << 32))
-    order = np.lexsort((tie, ts))
-    row, close = row[order], close[order]
-    return {"ts": ts[order], "tie": tie[order], "function_id": calls["function_id"][row],
-            "duration_ns": calls["duration_ns"][row], "flags": calls["flags"][row],
-            "thread": calls["thread"][row], "depth": depth[order], "close": close,
-            "leaf": leaf[row],
-            **{name: details[i][row] if details else np.full(len(row), None, dtype=object)
-               for i, name in enumerate(("args", "value", "caller"))},
-            "detailed": np.not_equal(details[0][row], None) | np.not_equal(details[1][row], None)
-            | np.not_equal(details[2][row], None) if details else np.zeros(len(row), dtype=bool)}
+    """The lines of a step's edges, as columns, in order: a call without (selected) children
+    is one line (its begin), any other an opening (its begin) and a closing line (its end).
+    With a `decoder` and a detail lane: arguments, return values and callers by name."""
+    e = step.edges
+    assert e is not None, "the walk's plan must ask for edges"
+    keep = ~(e["end"] & e["leaf"])
+    rows = np.flatnonzero(keep) if not keep.all() else None
+    pick = (lambda a: a) if rows is None else (lambda a: a[rows])  # noqa: E731
+    close = pick(e["end"])
+    n = len(close)
+    out = {"ts": pick(e["ts"]), "function_id": pick(e["function_id"]),
+           "duration_ns": pick(e["duration_ns"]), "flags": pick(e["flags"]),
+           "thread": np.full(n, step.thread.id, dtype=np.uint32), "depth": pick(e["depth"]),
+           "close": close, "leaf": pick(e["leaf"])}
+    texts = None
+    if decoder is not None and step.thread.detail is not None:
+        texts = _detail_texts(out, pick(e["detail"]), pick(e["return_detail"]),
+                              step.thread, decoder, callers)
+    nothing = np.full(n, None, dtype=object)
+    for i, name in enumerate(("args", "value", "caller")):
+        out[name] = texts[i] if texts else nothing
+    out["detailed"] = (np.not_equal(texts[0], None) | np.not_equal(texts[1], None)
+                       | np.not_equal(texts[2], None)) if texts else np.zeros(n, dtype=bool)
+    return out
+
+
+def _detail_texts(lines: dict[str, np.ndarray], detail: np.ndarray, return_detail: np.ndarray,
+                  thread: ThreadReader, decoder: Decoder, callers: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per line, from the thread's detail lane where it has the records: the call's
+    arguments ("a=3, b=6" from debug information, else the raw registers "0x3, 0x6, 0x0")
+    on an opening or single line, its return value ("9") on a closing or single line and,
+    with `callers`, where it was called from ("main+0x1c (demo.c:42)")."""
+    n = len(detail)
+    args = np.full(n, None, dtype=object)
+    value = np.full(n, None, dtype=object)
+    caller = np.full(n, None, dtype=object)
+    lane = thread.detail
+    assert lane is not None
+    fids, close, leaf = lines["function_id"], lines["close"], lines["leaf"]
+    begin_rows = np.flatnonzero(~close & (detail != F.NO_DETAIL_SEQ))
+    for r, d in zip(begin_rows.tolist(), detail[begin_rows].tolist()):
+        event = lane.get(d)
+        if event is not None and event.is_function:
+            args[r] = decoder.call_text(int(fids[r]), event)
+            if callers:
+                caller[r] = decoder.caller(event.lr)
+    ret = np.where(close, detail, np.where(leaf, return_detail, F.NO_DETAIL_SEQ))
+    ret_rows = np.flatnonzero(ret != F.NO_DETAIL_SEQ)
+    for r, d in zip(ret_rows.tolist(), ret[ret_rows].tolist()):
+        event = lane.get(d)
+        if event is not None and event.is_function:
+            value[r] = decoder.return_text(int(fids[r]), event)
+    return args, value, caller
 
 
 def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
                  ) -> Iterator[dict[str, np.ndarray]]:
     """The line blocks of several threads (each in time order) merged by time, a bounded
-    amount at a time: whatever every thread's pending block has passed is written."""
+    amount at a time: whatever every thread's pending block has passed is written. At the
+    same time, threads keep their own order and come in thread order."""
+    if len(blocks_by_thread) == 1:
+        yield from (b for b in blocks_by_thread[0] if len(b["ts"]))
+        return
     pending: list[dict[str, np.ndarray] | None] = [None] * len(blocks_by_thread)
-    live = list(range(len(blocks_by_thread)))
 
     def refill(i: int) -> bool:
         for block in blocks_by_thread[i]:
@@ -109,7 +109,7 @@ def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
         pending[i] = None
         return False
 
-    live = [i for i in live if refill(i)]
+    live = [i for i in range(len(blocks_by_thread)) if refill(i)]
     while live:
         horizon = min(int(pending[i]["ts"][-1]) for i in live)  # type: ignore[index]
         parts = []
@@ -120,7 +120,7 @@ def merged_lines(blocks_by_thread: list[Iterator[dict[str, np.ndarray]]]
             parts.append({k: v[:cut] for k, v in block.items()})
             pending[i] = {k: v[cut:] for k, v in block.items()}
         merged = {k: np.concatenate([p[k] for p in parts]) for k in LINE_FIELDS}
-        order = np.lexsort((merged["tie"], merged["ts"]))  # stable: thread order on ties
+        order = np.argsort(merged["ts"], kind="stable")  # each thread's order kept
         yield {k: v[order] for k, v in merged.items()}
         live = [i for i in live if len(pending[i]["ts"]) or refill(i)]  # type: ignore[index]
 

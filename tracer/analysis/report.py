@@ -1,17 +1,17 @@
 """Per-function statistics of a calls table (`ada report`), as uftrace's report counts them.
 
 Total time counts a recursion once: a call made inside another call of the same function (on
-the same thread) adds to Calls and to Self, not again to Total. Avg/Min/Max are over every
-call's own duration. Sums are bincounts over a dense numbering of the functions, never a loop
-per call; a session is counted thread by thread and the rows merged (merge_stats), so memory
-follows the largest thread, not the whole session.
+the same thread: Calls.nested) adds to Calls and to Self, not again to Total. Avg/Min/Max are
+over every call's own duration. Sums are bincounts over a dense numbering of the functions,
+never a loop per call; a session is counted chunk by chunk (the calls that ended in each) and
+the rows merged (merge_stats), so memory follows the chunk, not the session.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .calls import Calls
+from .calls import Calls, dense_ids
 
 STATS = np.dtype([
     ("function_id", "<u8"),
@@ -25,65 +25,6 @@ STATS = np.dtype([
 SORT_KEYS = ("total", "self", "calls", "avg", "min", "max", "name")
 
 
-def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct function_ids ascending, each call's index among them), without sorting the
-    calls when the ids are ada's (module_id << 32 | symbol_index, both counted from 0 among
-    the modules and functions selected) and span less than a few times the calls: a lookup
-    table that size is cheaper than a sort."""
-    if len(fid) == 0:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    module = (fid >> np.uint64(32)).astype(np.int64)
-    symbol = (fid & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    if int(module.max()) < (1 << 16) and int(symbol.max()) < (1 << 22):
-        width = int(symbol.max()) + 1
-        slot = module * width + symbol
-        if int(slot.max()) < 4 * len(fid) + (1 << 16):
-            used = np.flatnonzero(np.bincount(slot))
-            index = np.full(int(slot.max()) + 1, -1, dtype=np.int64)
-            index[used] = np.arange(len(used))
-            ids = ((used // width).astype(np.uint64) << np.uint64(32)) | \
-                (used % width).astype(np.uint64)
-            return ids, index[slot]
-    ids, inverse = np.unique(fid, return_inverse=True)
-    return ids, inverse.astype(np.int64)
-
-
-def nested_in_same_function(calls: Calls, dense: np.ndarray | None = None) -> np.ndarray:
-    """True for each call made inside another call of the same function on the same thread.
-
-    Calls nest, so a call is inside an earlier one of its (thread, function) exactly when an
-    earlier one ends at or after its end: a running maximum of the ends, per group. Only a
-    function called at more than one depth can nest in itself: the others are skipped."""
-    n = len(calls)
-    out = np.zeros(n, dtype=bool)
-    if n == 0:
-        return out
-    if dense is None:
-        dense = dense_ids(calls["function_id"])[1]
-    k = int(dense.max()) + 1
-    depth = calls["depth"].astype(np.int64)
-    low = np.full(k, np.iinfo(np.int64).max)
-    high = np.full(k, -1)
-    np.minimum.at(low, dense, depth)
-    np.maximum.at(high, dense, depth)
-    candidates = np.flatnonzero((low != high)[dense])
-    if len(candidates) == 0:
-        return out
-    sub = calls[candidates]
-    order = np.lexsort((sub["depth"], sub["start_ns"], dense[candidates], sub["thread"]))
-    thread, group = sub["thread"][order], dense[candidates][order]
-    end = sub["end_ns"][order].astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, (thread[1:] != thread[:-1]) | (group[1:] != group[:-1])])
-    bounds = np.r_[starts, len(order)]
-    rows = candidates[order]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b - a < 2:
-            continue
-        previous = np.maximum.accumulate(end[a:b - 1])
-        out[rows[a + 1:b]] = previous >= end[a + 1:b]
-    return out
-
-
 def function_stats(calls: Calls) -> np.ndarray:
     """One STATS row per function that was called, in function_id order."""
     ids, dense = dense_ids(calls["function_id"])
@@ -91,8 +32,8 @@ def function_stats(calls: Calls) -> np.ndarray:
     out = np.zeros(k, dtype=STATS)
     if k == 0:
         return out
-    duration = calls["duration_ns"].astype(np.int64)
-    counted = np.where(nested_in_same_function(calls, dense), 0, duration)
+    duration = calls["duration_ns"].view(np.int64)
+    counted = duration * ~calls["nested"]
     out["function_id"] = ids
     out["calls"] = np.bincount(dense, minlength=k)
     out["total_ns"] = np.rint(np.bincount(dense, weights=counted, minlength=k))

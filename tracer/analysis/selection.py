@@ -1,27 +1,23 @@
-"""Which calls of a session a reading command shows: threads, -F, -N and a time window.
+"""Which calls of a session a reading command shows: threads, -F, -N, -D, -t and a time window.
 
-CallFilter is what report, replay and graph share: the threads it selects, and each thread's
-calls chunk by chunk (calls.thread_call_chunks: a chunk holds whole call trees, so the filters
-apply chunk by chunk) with the filters applied.
+CallFilter is what report, replay, graph and the exports share: the threads it selects, and
+the filters, resolved once into function ids (calls.Filters) that the walk of each thread
+applies as it pairs (calls.py): `within` (-F) keeps the calls of the named functions and
+everything they call; `hide` (-N) drops the named functions' calls and everything they call,
+and charges their time to the caller's self time, as if the caller had done the work itself;
+-D and -t keep the calls less deep than a depth, or at least as long as a duration; the time
+window keeps the calls that start inside it.
 
 Function names come from the manifest's symbols (SessionReader.symbol_names; a hex function_id
 when a session has none).
--D and -t keep the calls less deep than a depth, or at least as long as a duration (a call's
-children are deeper and no longer, so whole subtrees go).
-`within` (-F) keeps the calls of the named functions and everything they call; `hide` (-N)
-drops the named functions' calls and everything they call, and charges their time to the
-caller's self time, as if the caller had done the work itself.
 """
 
 from __future__ import annotations
 
-import os
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from functools import partial
-from typing import Callable, Iterator, TypeVar
+from typing import Iterator
 
 import numpy as np
 
@@ -30,10 +26,7 @@ from ada.atf.session import SessionReader
 
 from ..errors import TracerError
 from . import calls as C
-from .calls import Calls
 from .debuginfo import demangle
-
-T = TypeVar("T")
 
 
 def module_names(session: SessionReader) -> dict[int, str]:
@@ -64,59 +57,10 @@ def label(names: dict[int, str], fid: int) -> str:
     return names.get(fid) or f"0x{fid:016x}"
 
 
-def matching_ids(calls: Calls, names: dict[int, str], patterns: list[str]) -> np.ndarray:
-    """The function_ids among `calls` whose name matches any glob of `patterns`."""
-    ids = np.unique(calls["function_id"])
-    return np.array([f for f in ids.tolist()
-                     if any(fnmatchcase(label(names, f), p) for p in patterns)], dtype=np.uint64)
-
-
-def _spread_down(calls: Calls, marked: np.ndarray) -> np.ndarray:
-    """Marks carried from each call to everything it calls (parents come before children)."""
-    out = marked.copy()
-    depth = calls["depth"].astype(np.int64)
-    parent = calls["parent"]
-    for d in np.unique(depth):
-        rows = np.flatnonzero((depth == d) & (parent >= 0))
-        out[rows] |= out[parent[rows]]
-    return out
-
-
-def subset(calls: Calls, keep: np.ndarray) -> Calls:
-    """The rows where `keep` is True, their `parent` renumbered (-1 where it is not kept)."""
-    rows = np.flatnonzero(keep)
-    remap = np.full(len(calls), -1, dtype=np.int64)
-    remap[rows] = np.arange(len(rows))
-    out = calls[rows]
-    out["parent"] = np.where(out["parent"] >= 0, remap[np.maximum(out["parent"], 0)], -1)
-    return out
-
-
-def within(calls: Calls, ids: np.ndarray) -> Calls:
-    """-F: the calls of these functions and their descendants."""
-    return subset(calls, _spread_down(calls, np.isin(calls["function_id"], ids)))
-
-
-def hide(calls: Calls, ids: np.ndarray) -> Calls:
-    """-N: without these functions' calls and their descendants; their time is the caller's."""
-    hidden = _spread_down(calls, np.isin(calls["function_id"], ids))
-    top = np.flatnonzero(hidden & (calls["parent"] >= 0))
-    top = top[~hidden[calls["parent"][top]]]
-    out = calls.copy()
-    np.add.at(out["self_ns"], out["parent"][top], out["duration_ns"][top])
-    return subset(out, ~hidden)
-
-
-def in_window(calls: Calls, start_ns: int | None, end_ns: int | None) -> Calls:
-    """The calls that start within [start_ns, end_ns]."""
-    if start_ns is None and end_ns is None:
-        return calls
-    keep = np.ones(len(calls), dtype=bool)
-    if start_ns is not None:
-        keep &= calls["start_ns"] >= start_ns
-    if end_ns is not None:
-        keep &= calls["start_ns"] <= end_ns
-    return subset(calls, keep)
+def matching_ids(names: dict[int, str], patterns: list[str]) -> np.ndarray:
+    """The function_ids (sorted) whose name matches any glob of `patterns`."""
+    return np.array(sorted(f for f, n in names.items()
+                           if any(fnmatchcase(n, p) for p in patterns)), dtype=np.uint64)
 
 
 @dataclass
@@ -144,62 +88,18 @@ class CallFilter:
                                   "matches")
         return threads
 
-    def chunk(self, thread: ThreadReader, a: int, b: int, names: dict[int, str]) -> Calls:
-        """The calls of one chunk (calls.chunk_bounds), the filters applied."""
-        return self.apply(C.chunk_calls(thread, a, b), names)
-
-    def apply(self, calls: Calls, names: dict[int, str]) -> Calls:
-        """The calls of a chunk that pass the filters."""
-        if self.hide:
-            calls = hide(calls, matching_ids(calls, names, self.hide))
-        if self.within:
-            calls = within(calls, matching_ids(calls, names, self.within))
-        calls = in_window(calls, self.start_ns, self.end_ns)
-        if self.max_depth is None and self.min_duration_ns is None:
-            return calls
-        keep = np.ones(len(calls), dtype=bool)
-        if self.max_depth is not None:
-            keep &= calls["depth"] < self.max_depth
-        if self.min_duration_ns is not None:
-            keep &= calls["duration_ns"] >= self.min_duration_ns
-        return subset(calls, keep)
-
-    def map(self, session: SessionReader, work: Callable[[Calls], T]
-            ) -> list[tuple[ThreadReader, list[T]]]:
-        """`work` on every selected chunk's calls, on every core at once (numpy lets go of the
-        GIL for the heavy part): each selected thread with its chunks' results, in order."""
+    def filters(self, session: SessionReader) -> C.Filters:
+        """The filters, their globs resolved against the session's function names."""
         names = function_names(session)
-        threads = self.threads(session)
-        jobs = [(t, a, b) for t in threads for a, b in C.chunk_bounds(t)]
-        out: dict[int, tuple[ThreadReader, list[T]]] = {t.id: (t, []) for t in threads}
-        workers = max(1, min(len(jobs), os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = pool.map(lambda job: work(self.chunk(*job, names)), jobs)
-            for (t, _, _), result in zip(jobs, results):
-                out[t.id][1].append(result)
-        return list(out.values())
+        return C.Filters(
+            within=matching_ids(names, self.within) if self.within else None,
+            hide=matching_ids(names, self.hide) if self.hide else None,
+            max_depth=self.max_depth, start_ns=self.start_ns, end_ns=self.end_ns,
+            min_duration_ns=self.min_duration_ns)
 
-    def each(self, session: SessionReader, work: Callable[[ThreadReader, Calls], T]
-             ) -> Iterator[tuple[ThreadReader, int, T]]:
-        """(thread, events in the chunk, `work` on the chunk's calls), thread after thread,
-        chunk after chunk, the next chunks worked on by other cores meanwhile."""
-        names = function_names(session)
-        jobs = [(t, a, b) for t in self.threads(session) for a, b in C.chunk_bounds(t)]
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            results = ahead([partial(lambda t, a, b: work(t, self.chunk(t, a, b, names)),
-                                     t, a, b) for t, a, b in jobs], pool)
-            for (t, a, b), result in zip(jobs, results):
-                yield t, b - a, result
-
-
-def ahead(work: list[Callable[[], T]], pool: ThreadPoolExecutor, depth: int = 2
-          ) -> Iterator[T]:
-    """The results of `work` in order, at most `depth` of them being made ahead of need."""
-    pending: deque[Future] = deque(pool.submit(fn) for fn in work[:depth])
-    rest = iter(work[depth:])
-    while pending:
-        done = pending.popleft()
-        following = next(rest, None)
-        if following is not None:
-            pending.append(pool.submit(following))
-        yield done.result()
+    def steps(self, session: SessionReader, plan: C.Plan, pool: ThreadPoolExecutor
+              ) -> Iterator[C.Step]:
+        """The walk of every selected thread (calls.session_steps), `plan` given the
+        filters."""
+        plan.filters = self.filters(session)
+        return C.session_steps(session, self.threads(session), plan, pool)

@@ -1,26 +1,38 @@
-"""SQL over a session: DuckDB (embedded, no server) on column views of the memory-mapped lanes.
+"""SQL over a session: DuckDB (embedded, no server) on views of the session's tables.
 
-The index lane registers without a copy: each thread's columns are numpy views of its mapped
-file, which DuckDB scans in place. The calls table is built (calls.py, every core) only when a
-query names `calls`; it is the one table `ada report` counts, so both agree. The small tables
-come from tables.py, as do the Parquet export's (exports/parquet.py), so the files and the
-views hold the same rows (a test compares them).
+The big views, events and calls, are Parquet files DuckDB scans and spills as it needs, written
+once by the Parquet export (exports/parquet.py: the calls table `ada report` counts, so both
+agree) into a cache beside the session, `.ada-cache/` (or under ~/.cache/ada when the session's
+directory is read-only), and written again when the session's files change. DuckDB runs with a
+memory limit and a spill directory in the cache, so a GROUP BY over tens of millions of calls
+stays within a bounded memory. The small tables (functions, threads, args) come from tables.py,
+as do the Parquet export's, so the files and the views hold the same rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
 
 import duckdb
-import numpy as np
 
-from ada.atf import format as F
-from ada.atf.session import SessionReader
+from ada.atf.session import MANIFEST, SessionReader
 
 from . import calls as C
 from . import tables
 from .arguments import Decoder
+from .exports import parquet
 from .selection import CallFilter
+
+CACHE = ".ada-cache"
+CACHE_VERSION = 1  # bump when the calls table's rules or the files' columns change
+MEMORY_LIMIT = "600MB"  # DuckDB's own; it spills past it
 
 
 def names_view(sql: str, view: str) -> bool:
@@ -28,93 +40,101 @@ def names_view(sql: str, view: str) -> bool:
     return re.search(rf"\b{view}\b", re.sub(r"'[^']*'", "", sql), re.IGNORECASE) is not None
 
 
-def connect(session: SessionReader, selection: CallFilter | None = None,
-            with_calls: bool = True, events_window: bool = False,
-            decoder: Decoder | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the views of tables.VIEWS. `selection` picks the threads (and the
-    calls, with every filter of CallFilter); `events_window` also keeps only the events in
-    its time window. Without `with_calls` the calls view is there, empty; without a
-    `decoder`, so is the args view."""
-    selection = selection or CallFilter()
-    threads = selection.threads(session)
+def cache_directory(session: SessionReader) -> Path:
+    """Where the session's query files are kept: beside it when its directory takes them,
+    else under the user's cache directory (named after the session's path)."""
+    beside = session.path / CACHE
+    try:
+        beside.mkdir(exist_ok=True)
+        probe = beside / ".probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return beside
+    except OSError:
+        home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        digest = hashlib.sha1(str(session.path.resolve()).encode()).hexdigest()[:16]
+        out = home / "ada" / f"{session.path.name}-{digest}"
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+
+
+def fingerprint(session: SessionReader) -> dict[str, Any]:
+    """What the cached files were made from: the manifest and every index file, by size and
+    time of change, and the version of the rules that made them."""
+    files = [session.path / MANIFEST] + [t.path / "index.atf" for t in session.threads]
+    seen = []
+    for f in files:
+        try:
+            st = f.stat()
+            seen.append([str(f.relative_to(session.path)), st.st_size, st.st_mtime_ns])
+        except OSError:
+            seen.append([str(f.relative_to(session.path)), None, None])
+    return {"version": CACHE_VERSION, "files": seen}
+
+
+def cached_tables(session: SessionReader, seen: Callable[[C.Step], None] = lambda s: None
+                  ) -> Path:
+    """The directory holding events.parquet and calls.parquet of the whole session, made
+    (or made again) when its fingerprint is not the session's. Written into a temporary
+    directory and moved into place: an interrupted build leaves nothing half made."""
+    directory = cache_directory(session)
+    stamp = directory / "fingerprint.json"
+    want = fingerprint(session)
+    try:
+        if json.loads(stamp.read_text()) == want and (directory / "calls.parquet").is_file() \
+                and (directory / "events.parquet").is_file():
+            return directory
+    except (OSError, ValueError):
+        pass
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    try:
+        parquet.write_big(session, CallFilter(), work, seen)
+        for name in ("events.parquet", "calls.parquet"):
+            os.replace(work / name, directory / name)
+        stamp.write_text(json.dumps(want))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return directory
+
+
+def connect(session: SessionReader, decoder: Decoder | None = None,
+            seen: Callable[[C.Step], None] = lambda s: None,
+            big: bool = True) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the views of tables.VIEWS. Without `big`, events and calls
+    are there but empty (no cache is made); without a `decoder`, so is args."""
+    directory = cached_tables(session, seen) if big else None
     con = duckdb.connect()
-    _functions(con, session)
-    con.register("_threads", tables.threads(threads))
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET preserve_insertion_order = false")
+    if directory is not None:
+        spill = directory / "spill"
+        spill.mkdir(exist_ok=True)
+        con.execute(f"SET temp_directory = '{_quoted(spill)}'")
+    rows = tables.functions(session)
+    con.register("_functions", rows)
+    con.execute("CREATE VIEW functions AS SELECT function_id, name::VARCHAR AS name, "
+                "symbol::VARCHAR AS symbol, module::VARCHAR AS module, "
+                "address::VARCHAR AS address FROM _functions")
+    con.register("_threads", tables.threads(session.threads))
     con.execute("CREATE VIEW threads AS SELECT * FROM _threads")
-    parts = []
-    for t in threads:
-        a, b = tables.event_window(t, selection) if events_window else (0, len(t))
-        ev = t.index.events[a:b]
-        con.register(f"_index_{t.id}", {
-            "seq": np.arange(a, b, dtype=np.uint32 if b < (1 << 32) else np.uint64),
-            "timestamp_ns": ev["timestamp_ns"], "function_id": ev["function_id"],
-            "event_kind": ev["event_kind"], "call_depth": ev["call_depth"],
-            "detail_seq": ev["detail_seq"]})
-        parts.append(f"SELECT {t.id}::UINTEGER AS thread, {t.thread_id}::UBIGINT AS tid, seq, "
-                     f"timestamp_ns, function_id, event_kind, call_depth, detail_seq "
-                     f"FROM _index_{t.id}")
-    con.execute("CREATE TYPE event_kind AS ENUM ("
-                f"{', '.join(repr(n) for n in F.EVENT_KIND_NAMES.values())})")
-    kinds = " ".join(f"WHEN {k} THEN '{n}'::event_kind" for k, n in F.EVENT_KIND_NAMES.items())
-    union = " UNION ALL ".join(parts) if parts else (
-        "SELECT NULL::UINTEGER AS thread, NULL::UBIGINT AS tid, NULL::UBIGINT AS seq, "
-        "NULL::UBIGINT AS timestamp_ns, NULL::UBIGINT AS function_id, NULL::UINTEGER AS "
-        "event_kind, NULL::UINTEGER AS call_depth, NULL::UINTEGER AS detail_seq WHERE false")
-    con.execute(f"""CREATE VIEW events AS SELECT e.thread, e.tid, e.seq, e.timestamp_ns,
-        e.function_id, f.name, CASE e.event_kind {kinds} END AS kind, e.call_depth AS depth,
-        NULLIF(e.detail_seq, {F.NO_DETAIL_SEQ}) AS detail_seq
-        FROM ({union}) e LEFT JOIN functions f ON f.function_id = e.function_id""")
-    _calls(con, session, selection if with_calls else None)
-    con.register("_args", tables.args(session, threads, decoder))
+    for view in ("events", "calls"):
+        if directory is not None:
+            con.execute(f"CREATE VIEW {view} AS SELECT * FROM "
+                        f"read_parquet('{_quoted(directory / (view + '.parquet'))}')")
+        else:
+            columns = ", ".join(f'NULL::{_SQL_TYPES[c.type]} AS "{c.name}"'
+                                for c in parquet.SCHEMAS[view])
+            con.execute(f"CREATE VIEW {view} AS SELECT {columns} WHERE false")
+    con.register("_args", tables.args(session, session.threads, decoder))
     con.execute("CREATE VIEW args AS SELECT thread, tid, seq, timestamp_ns, function_id, "
-                "name::VARCHAR AS name, "
-                "position::INTEGER AS position, arg::VARCHAR AS arg, value::VARCHAR AS value "
-                "FROM _args")
+                "name::VARCHAR AS name, position::INTEGER AS position, arg::VARCHAR AS arg, "
+                "value::VARCHAR AS value FROM _args")
     return con
 
 
-def _functions(con: duckdb.DuckDBPyConnection, session: SessionReader) -> None:
-    rows = tables.functions(session)
-    con.register("_function_rows", rows)
-    # Names as an ENUM: a join hands events and calls a small integer per row instead of a
-    # string, which DuckDB's group-bys take as it is; the value still reads, compares and
-    # prints as text.
-    con.register("_names", {"name": np.array(sorted(set(rows["name"])), dtype=object)})
-    con.execute("CREATE TYPE function_name AS ENUM (SELECT name FROM _names)")
-    con.execute("CREATE TABLE _functions AS SELECT function_id, name::function_name AS name, "
-                "symbol, module, address FROM _function_rows")
-    con.unregister("_names")
-    con.unregister("_function_rows")
-    con.execute("CREATE VIEW functions AS SELECT * FROM _functions")
+_SQL_TYPES = {"u32": "UINTEGER", "u64": "UBIGINT", "i64": "BIGINT", "i32": "INTEGER",
+              "str": "VARCHAR", "bool": "BOOLEAN"}
 
 
-def _calls(con: duckdb.DuckDBPyConnection, session: SessionReader,
-           selection: CallFilter | None) -> None:
-    """The calls table of the selection, chunk by chunk into a DuckDB table (cheaper than
-    joining the chunks into one numpy table first: memory is touched once); `call` numbers
-    the calls, `parent` is one of them."""
-    types = {"<u4": "UINTEGER", "<u8": "UBIGINT", "<i8": "BIGINT"}
-    columns = ["call UBIGINT", "tid UBIGINT"] + [
-        f"{name} {types[C.CALL.fields[name][0].str]}" for name in C.CALL.names]
-    con.execute(f"CREATE TABLE _calls ({', '.join(columns)})")
-    offset = 0
-    chunks = selection.each(session, lambda t, calls: calls) if selection else iter(())
-    for thread, _, calls in chunks:
-        if not len(calls):
-            continue
-        chunk = dict(calls.columns)
-        parent = chunk["parent"]
-        chunk["parent"] = np.where(parent >= 0, parent + offset, -1)
-        chunk["call"] = np.arange(offset, offset + len(calls), dtype=np.uint64)
-        chunk["tid"] = np.full(len(calls), thread.thread_id, dtype=np.uint64)
-        con.register("_chunk", chunk)
-        con.execute(f"INSERT INTO _calls SELECT call, tid, {', '.join(C.CALL.names)} "
-                    "FROM _chunk")
-        con.unregister("_chunk")
-        offset += len(calls)
-    con.execute(f"""CREATE VIEW calls AS SELECT c.call, c.thread, c.tid, c.function_id, f.name,
-        c.start_ns, c.end_ns, c.duration_ns, c.self_ns, c.depth,
-        NULLIF(c.parent, -1) AS parent, NULLIF(c.call_seq, -1) AS call_seq,
-        NULLIF(c.return_seq, -1) AS return_seq, (c.flags & {C.OPEN}) != 0 AS open,
-        (c.flags & {C.NO_CALL}) != 0 AS no_call, (c.flags & {C.LEFT}) != 0 AS "left"
-        FROM _calls c LEFT JOIN functions f ON f.function_id = c.function_id""")
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -101,6 +101,25 @@ def call_filter(args: argparse.Namespace) -> CallFilter:
                       min_duration_ns=getattr(args, "time_filter", None))
 
 
+def say_problems(command: str, step: Any) -> None:
+    """One line on stderr for a thread whose events do not nest (calls.Problems, on its last
+    step): what the calls table did with them, so no figure is wrong in silence."""
+    problems = getattr(step, "problems", None)
+    if not problems:
+        return
+    parts = []
+    if problems.inferred_left:
+        parts.append(f"{problems.inferred_left:,} call(s) closed by the RETURN of a call they "
+                     "were in (taken as left without returning)")
+    if problems.orphans:
+        parts.append(f"{problems.orphans:,} RETURN(s) of a function that was not open (taken "
+                     "as calls from the thread's first event)")
+    t = step.thread
+    print(f"ada {command}: warning: thread {t.id} (tid {t.thread_id}): events do not nest: "
+          f"{'; '.join(parts)}; events were lost, or the session was recorded before ada "
+          "marked calls left by longjmp", file=sys.stderr)
+
+
 def keep_freed_memory() -> None:
     """Let glibc's malloc keep the memory numpy frees, for commands that work chunk by chunk.
 
@@ -131,8 +150,9 @@ class Progress:
     """Progress of long work on stderr: a line rewritten in place on a terminal (at most
     every half second), a line every 10 s otherwise; nothing for work under 2 s."""
 
-    def __init__(self, what: str, total: int) -> None:
+    def __init__(self, what: str, total: int, command: str = "") -> None:
         self.what, self.total, self.done_count = what, total, 0
+        self.command = command or what.split()[0]  # who says a thread's problems
         self.start = self.shown = time.monotonic()
         self.tty = sys.stderr.isatty()
 
@@ -147,6 +167,12 @@ class Progress:
                 f"events ({pct:.0f}%)")
         sys.stderr.write(f"\r{line}" if self.tty else line + "\n")
         sys.stderr.flush()
+
+    def step(self, step: Any) -> None:
+        """A step of the walk of the calls (tracer/analysis/calls.py) was written: its
+        events count, and a thread whose events do not nest is said."""
+        self(step.b - step.a)
+        say_problems(self.command, step)
 
     def done(self) -> None:
         if self.tty and self.shown != self.start:

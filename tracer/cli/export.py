@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{out}: exists and is not a directory")
         decoder = decoder_for(session, args)
         try:
-            count = writer(session, selection, out, progress, decoder)
+            count = writer(session, selection, out, progress.step, decoder)
         except OSError as e:
             raise CliError(f"{e.filename or out}: {e.strerror}") from None
         finish_decoder(decoder)
@@ -80,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
             with open(out, "w" + mode, **({"encoding": "utf-8"} if mode == "t" else {})) as f:
                 if args.format == "perfetto":  # the one format that shows arguments
                     decoder = decoder_for(session, args)
-                    count = writer(session, selection, f, progress, decoder)
+                    count = writer(session, selection, f, progress.step, decoder)
                     finish_decoder(decoder)
                 else:
-                    count = writer(session, selection, f, progress)
+                    count = writer(session, selection, f, progress.step)
         except OSError as e:
             raise CliError(f"{out}: {e.strerror}") from None
     progress.done()

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from fnmatch import fnmatchcase
-
 import numpy as np
 
 from ada.atf.session import SessionReader
 
+from ..analysis import calls as C
 from ..analysis import graph as G
 from ..analysis import selection as S
-from ..analysis.calls import Calls
 from ..analysis.report import format_duration
-from .common import CliError, add_call_filters, call_filter, keep_freed_memory, non_negative_int
+from .common import (CliError, add_call_filters, call_filter, keep_freed_memory,
+                     non_negative_int, say_problems)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,26 +38,26 @@ def run(args: argparse.Namespace) -> int:
     names = S.function_names(session)
     label = lambda fid: S.label(names, fid)  # noqa: E731
     pattern = args.function
-
-    def chunk_paths(calls: Calls) -> tuple[G.Paths, G.Paths | None]:
-        if pattern is None:
-            return G.call_paths(calls), None
-        inside = S.within(calls, S.matching_ids(calls, names, [pattern]))
-        return G.call_paths(calls), G.call_paths(inside)
-
-    parts = [part for _, chunks in call_filter(args).map(session, chunk_paths)
-             for part in chunks]
-    paths = G.merge_paths([whole for whole, _ in parts])
+    ids = S.matching_ids(names, [pattern]) if pattern is not None else None
+    if ids is not None and not len(ids):
+        raise CliError(f"{pattern}: no function of the session matches")
+    whole = C.PathTable()
+    tables = [whole] if ids is None else [whole, C.PathTable(roots=ids)]
+    with C.worker_pool() as pool:
+        for step in call_filter(args).steps(session, C.Plan(paths=tables), pool):
+            for table, paths in zip(tables, step.paths):
+                table.add(paths, step.done["duration_ns"].view(np.int64),
+                          step.done["self_ns"].view(np.int64))
+            say_problems("graph", step)
+    paths = G.Paths.of(whole)
     out = []
-    if pattern is None:
+    if ids is None:
         out.append("# TOTAL TIME : FUNCTION")
         out.extend(G.graph_lines(paths, label, format_duration, max_depth=args.depth))
     else:
-        ids = {f for f in np.unique(paths.function_id).tolist()
-               if fnmatchcase(label(f), pattern)}
-        if not ids:
-            raise CliError(f"{pattern}: no function of the session matches")
-        ends = [p for p in range(len(paths.up)) if int(paths.function_id[p]) in ids]
+        wanted = set(ids.tolist())
+        ends = [p for p in range(len(paths.up))
+                if int(paths.function_id[p]) in wanted and paths.calls[p]]
         ends.sort(key=lambda p: -int(paths.total_ns[p]))
         out.append(f"# backtraces of {pattern}: the paths that lead to it")
         for i, p in enumerate(ends):
@@ -66,9 +65,8 @@ def run(args: argparse.Namespace) -> int:
                        f"{format_duration(int(paths.total_ns[p]))}")
             for level, q in enumerate(reversed(paths.chain(p))):
                 out.append(f"   [{level}] {label(int(paths.function_id[q]))}")
-        callees = G.merge_paths([inside for _, inside in parts if inside is not None])
-        roots = [p for p in range(len(callees.up))
-                 if callees.up[p] < 0 and int(callees.function_id[p]) in ids]
+        callees = G.Paths.of(tables[1])
+        roots = [p for p in range(len(callees.up)) if callees.up[p] < 0]
         out.append("")
         out.append(f"# what {pattern} calls")
         out.append("# TOTAL TIME : FUNCTION")

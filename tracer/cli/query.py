@@ -10,7 +10,7 @@ from typing import Any
 
 from ada.atf.session import SessionReader
 
-from .common import (CliError, add_symbols_option, decoder_for, finish_decoder,
+from .common import (CliError, Progress, add_symbols_option, decoder_for, finish_decoder,
                      keep_freed_memory)
 
 
@@ -43,18 +43,20 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.tables import VIEWS
     session = SessionReader(args.session)
     wants = {view: args.sql is not None and Q.names_view(args.sql, view)
-             for view in ("calls", "args")}
+             for view in ("calls", "events", "args")}
     decoder = decoder_for(session, args) if wants["args"] else None
-    con = Q.connect(session, with_calls=wants["calls"], decoder=decoder)
+    progress = Progress("query: making the calls and events files (once per session)",
+                        session.event_count(), command="query")
+    con = Q.connect(session, decoder=decoder, seen=progress.step,
+                    big=wants["calls"] or wants["events"] or args.sql is None)
+    progress.done()
     if decoder is not None:
         finish_decoder(decoder)
     if args.sql is None:
         for view, (what, _) in VIEWS.items():
             columns = con.sql(f"DESCRIBE {view}").fetchall()
             print(f"{view}: {what}")
-            # an ENUM's type is its whole list of values: name the text it holds instead
-            print("  " + ", ".join(f"{c[0]} {'ENUM' if c[1].startswith('ENUM(') else c[1]}"
-                                   for c in columns))
+            print("  " + ", ".join(f"{c[0]} {c[1]}" for c in columns))
         return 0
     try:
         result = con.sql(args.sql)

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
-
-
-import numpy as np
+from typing import Iterator
 
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
@@ -18,7 +14,7 @@ from ..analysis import calls as C
 from ..analysis import replay as P
 from ..analysis import selection as S
 from .common import (add_call_filters, add_symbols_option, call_filter, decoder_for,
-                     finish_decoder, keep_freed_memory)
+                     finish_decoder, keep_freed_memory, say_problems)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,22 +41,21 @@ def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
     names = S.function_names(session)
-
     selection = call_filter(args)
     decoder = decoder_for(session, args)
+    plan = C.Plan(filters=selection.filters(session), edges=True)
 
-    def lines(thread: ThreadReader, a: int, b: int) -> dict[str, np.ndarray]:
-        calls = selection.chunk(thread, a, b, names)
-        return P.lines_of(calls, P.detail_texts(calls, thread, decoder, args.callers)
-                          if thread.detail else None)
+    def blocks(thread: ThreadReader, pool: ThreadPoolExecutor) -> Iterator[dict]:
+        for step in C.thread_steps(thread, plan, pool,
+                                   inside=C.may_begin_inside_calls(session, thread)):
+            say_problems("replay", step)
+            yield P.lines_of(step, decoder, args.callers)
 
     # Thread by thread, chunk by chunk, the lines merged by time as they come; the next chunks
-    # of each thread are worked out by other cores while this one writes text.
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        blocks = P.merged_lines([S.ahead([partial(lines, t, a, b) for a, b in C.chunk_bounds(t)],
-                                       pool)
-                                 for t in selection.threads(session)])
+    # of each thread are paired by other cores while this one writes text.
+    with C.worker_pool() as pool:
+        merged = P.merged_lines([blocks(t, pool) for t in selection.threads(session)])
         tids = {t.id: t.thread_id for t in session.threads}
-        P.write_replay(blocks, tids, names, sys.stdout, relative=bool(args.filter))
+        P.write_replay(merged, tids, names, sys.stdout, relative=bool(args.filter))
     finish_decoder(decoder)
     return 0

@@ -16,10 +16,12 @@ import numpy as np
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
+from ..analysis import calls as C
 from ..analysis import report as R
 from ..analysis import selection as S
 from ..analysis.selection import CallFilter
-from .common import add_call_filters, call_filter, keep_freed_memory, non_negative_int
+from .common import (add_call_filters, call_filter, keep_freed_memory, non_negative_int,
+                     say_problems)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -79,9 +81,15 @@ def run(args: argparse.Namespace) -> int:
 
 def stats_by_thread(session: SessionReader, selection: CallFilter
                     ) -> list[tuple[ThreadReader, np.ndarray]]:
-    """Each selected thread with its function statistics (counted chunk by chunk, merged)."""
-    return [(t, R.merge_stats(parts))
-            for t, parts in selection.map(session, R.function_stats)]
+    """Each selected thread with its function statistics (counted chunk by chunk on every
+    core, merged)."""
+    parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
+    with C.worker_pool() as pool:
+        steps = selection.steps(session, C.Plan(nested=True), pool)
+        for step, stats in C.pipelined(steps, lambda s: (s, R.function_stats(s.done)), pool):
+            parts.setdefault(step.thread.id, (step.thread, []))[1].append(stats)
+            say_problems("report", step)
+    return [(t, R.merge_stats(p)) for t, p in parts.values()]
 
 
 def ordered(stats: np.ndarray, args: argparse.Namespace, names: dict[int, str]) -> np.ndarray:

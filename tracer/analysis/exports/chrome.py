@@ -15,11 +15,12 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
+from .. import calls as C
 from ..selection import CallFilter, function_names, label, process_of
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          progress: Callable[[int], None] = lambda n: None) -> int:
+          seen: Callable[[C.Step], None] = lambda step: None) -> int:
     """The selected calls as Chrome JSON; returns how many events were written."""
     names = function_names(session)
     pid, process_name = process_of(session)
@@ -28,25 +29,27 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     out.write(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                           "args": {"name": process_name}}))
     count, named = 0, set()
-    for thread, events, calls in selection.each(session, lambda t, calls: calls):
-        tid = thread.thread_id
-        if tid not in named:
-            named.add(tid)
-            out.write(",\n" + json.dumps({"ph": "M", "name": "thread_name", "pid": pid,
-                                          "tid": tid, "args": {"name": f"tid {tid}"}}))
-        if len(calls):
-            fid = calls["function_id"]
-            distinct, which = np.unique(fid, return_inverse=True)
-            for f in distinct.tolist():
-                if f not in quoted:
-                    quoted[f] = json.dumps(label(names, f))
-            name = np.array([quoted[f] for f in distinct.tolist()], dtype=object)[which]
-            start = calls["start_ns"].tolist()
-            duration = calls["duration_ns"].tolist()
-            head = f',\n{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": '
-            out.write("".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
-                              for n, s, d in zip(name.tolist(), start, duration)))
-            count += len(calls)
-        progress(events)
+    with C.worker_pool() as pool:
+        for step in selection.steps(session, C.Plan(), pool):
+            tid, calls = step.thread.thread_id, step.done
+            calls = calls[(calls["flags"] & C.ORPHAN) == 0]  # they cannot nest
+            if tid not in named:
+                named.add(tid)
+                out.write(",\n" + json.dumps({"ph": "M", "name": "thread_name", "pid": pid,
+                                              "tid": tid, "args": {"name": f"tid {tid}"}}))
+            if len(calls):
+                fid = calls["function_id"]
+                distinct, which = np.unique(fid, return_inverse=True)
+                for f in distinct.tolist():
+                    if f not in quoted:
+                        quoted[f] = json.dumps(label(names, f))
+                name = np.array([quoted[f] for f in distinct.tolist()], dtype=object)[which]
+                start = calls["start_ns"].tolist()
+                duration = calls["duration_ns"].tolist()
+                head = f',\n{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": '
+                out.write("".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
+                                  for n, s, d in zip(name.tolist(), start, duration)))
+                count += len(calls)
+            seen(step)
     out.write("\n]}\n")
     return count

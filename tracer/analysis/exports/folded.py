@@ -2,7 +2,7 @@
 nanoseconds, what flamegraph.pl, inferno and speedscope open as a flame graph.
 
 Stacks are the call paths of graph.py (a root's function, then the functions called down to a
-call), counted chunk by chunk and merged; a stack's figure is the self time of the calls that
+call), counted as the walk of the calls goes (calls.PathTable); a stack's figure is the self time of the calls that
 took it, so the figures of one function add up to its self time in `ada report`. Threads are
 merged (flame graphs usually are). Stacks of no time are left out.
 """
@@ -11,21 +11,26 @@ from __future__ import annotations
 
 from typing import Callable, TextIO
 
+import numpy as np
+
 from ada.atf.session import SessionReader
 
-from ..graph import call_paths, merge_paths
+from .. import calls as C
+from ..graph import Paths
 from ..selection import CallFilter, function_names, label
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          progress: Callable[[int], None] = lambda n: None) -> int:
+          seen: Callable[[C.Step], None] = lambda step: None) -> int:
     """Returns how many stacks were written."""
     names = function_names(session)
-    parts = []
-    for _, events, paths in selection.each(session, lambda t, calls: call_paths(calls)):
-        parts.append(paths)
-        progress(events)
-    paths = merge_paths(parts)
+    table = C.PathTable()
+    with C.worker_pool() as pool:
+        for step in selection.steps(session, C.Plan(paths=[table]), pool):
+            table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
+                      step.done["self_ns"].view(np.int64))
+            seen(step)
+    paths = Paths.of(table)
     text: dict[int, str] = {}  # path -> its stack, built from the path it extends
     lines = []
     for p in range(len(paths.up)):  # a path comes after the one it extends

@@ -3,19 +3,17 @@ each, for DuckDB, Spark, Trino, pandas or polars. The events are the index lane 
 (the threads and time window of the filters apply); the calls take every filter.
 
 Written by parquet_file.py straight from the numpy columns, a row group of events and one of
-calls per chunk of a thread (calls.chunk_bounds, about 256 K events), each chunk read once
-for both and encoded on another core while the next is made. Names and kinds are
-dictionaries, so the files carry the text without a string per row.
+calls per step of the walk of a thread (calls.py: a chunk of about 256 K events, and the calls
+that ended in it), each chunk read once for both and encoded on another core while the walk
+goes on. Names and kinds are dictionaries, so the files carry the text without a string per
+row. `call` numbers the calls in the order their CALLs were recorded, thread after thread;
+`parent` is the call a call was made in.
 """
 
 from __future__ import annotations
 
-import os
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -26,7 +24,8 @@ from ada.atf.session import SessionReader
 from .. import calls as C
 from .. import tables
 from ..arguments import Decoder
-from ..selection import CallFilter, ahead, function_names
+from ..pairing import Events
+from ..selection import CallFilter
 from .parquet_file import (Chunk, Column, ColumnData, Consecutive, Constant, Dictionary,
                            ParquetWriter, Values, encode)
 
@@ -54,16 +53,15 @@ KIND_NAMES = [F.EVENT_KIND_NAMES[k] for k in range(1, max(F.EVENT_KIND_NAMES) + 
 
 
 def write(session: SessionReader, selection: CallFilter, directory: Path,
-          progress: Callable[[int], None] = lambda n: None,
+          seen: Callable[[C.Step], None] = lambda step: None,
           decoder: Decoder | None = None) -> int:
     """events.parquet, calls.parquet, functions.parquet, threads.parquet and args.parquet in
     `directory` (made if missing; files of an earlier export replaced); returns how many
-    calls were written."""
+    calls were written. `seen` is called with each step of the walk (progress, warnings)."""
     directory.mkdir(parents=True, exist_ok=True)
     threads = selection.threads(session)
     functions = tables.functions(session)
-    names = Names(functions["function_id"], functions["name"])
-    count = _write_big(session, threads, selection, directory, names, progress)
+    count = write_big(session, selection, directory, seen, functions)
     _write_small(directory / "functions.parquet", "functions", functions)
     _write_small(directory / "threads.parquet", "threads", tables.threads(threads))
     _write_small(directory / "args.parquet", "args",
@@ -91,112 +89,81 @@ class Names:
         return Values(fid), Dictionary(row, self.names, known)
 
 
-def _write_big(session: SessionReader, threads: list[ThreadReader], selection: CallFilter,
-               directory: Path, names: Names, progress: Callable[[int], None]) -> int:
-    """events.parquet and calls.parquet at once, a row group of each per chunk of a thread
-    (calls.chunk_bounds): a chunk's index records are read once, for both, on one of a
-    worker per core, and its row groups written here in order. Returns the number of calls.
-    `call` and `parent` number the calls of the whole table: they are encoded once the
-    chunks before have been counted, by the same workers."""
-    labels = function_names(session)
-    jobs = [(t, a, b) for t in threads for a, b in C.chunk_bounds(t)]
-    work = [partial(_chunk, t, a, b, tables.event_window(t, selection), C.thread_ends(t),
-                    selection, names, labels) for t, a, b in jobs]
-    offset = 0
-    workers = os.cpu_count() or 1
-    waiting: deque[tuple[list[Chunk], list[Chunk | None], Future | None]] = deque()
+def write_big(session: SessionReader, selection: CallFilter, directory: Path,
+              seen: Callable[[C.Step], None] = lambda step: None,
+              functions: dict[str, np.ndarray] | None = None) -> int:
+    """events.parquet and calls.parquet at once, a row group of each per step of the walk:
+    a chunk's index records are read once, for both; its row groups are encoded by a worker
+    per core and written here in order. Returns the number of calls. `call` and `parent` of
+    a thread's calls come after the calls of the threads before it."""
+    functions = functions if functions is not None else tables.functions(session)
+    names = Names(functions["function_id"], functions["name"])
+    offset, thread, rows = 0, None, 0
     with ParquetWriter(str(directory / "events.parquet"), SCHEMAS["events"]) as events_out, \
             ParquetWriter(str(directory / "calls.parquet"), SCHEMAS["calls"]) as calls_out, \
-            ThreadPoolExecutor(max_workers=workers) as pool:
+            C.worker_pool() as pool:
+        def numbered(steps: Iterator[C.Step]) -> Iterator[tuple[C.Step, int]]:
+            nonlocal offset, thread, rows
+            for step in steps:
+                if step.thread is not thread:
+                    thread, offset, rows = step.thread, offset + rows, 0
+                rows += len(step.done)
+                yield step, offset
 
-        def write_ready(wait: bool) -> None:
-            """The row groups whose numbering is done (all of them, if `wait`), in order."""
-            while waiting and (wait or waiting[0][2] is None or waiting[0][2].done()):
-                events, calls, numbering = waiting.popleft()
-                if events:
-                    events_out.write(events)
-                if numbering is not None:
-                    calls[0], calls[10] = numbering.result()
-                    calls_out.write(calls)
+        def encode_step(item: tuple[C.Step, int]) -> tuple[C.Step, list[Chunk], list[Chunk]]:
+            step, first = item
+            t = step.thread
+            lo, hi = tables.event_window(t, selection)
+            lo, hi = max(step.a, lo), min(step.b, hi)
+            events = _events(t, lo, step.events, lo - step.a, hi - step.a, names) \
+                if lo < hi else []
+            return step, events, _calls(t, step.done, first, names)
 
-        for (_, a, b), (events, rows, parent, calls) in zip(
-                jobs, ahead(work, pool, depth=workers + 1)):
-            numbering = pool.submit(_numbering, offset, rows, parent) if rows else None
-            waiting.append((events, calls, numbering))
-            offset += rows
-            write_ready(False)
-            progress(b - a)
-        write_ready(True)
-    return offset
-
-
-def _numbering(offset: int, rows: int, parent: np.ndarray) -> tuple[Chunk, Chunk]:
-    """The `call` and `parent` columns of a chunk of calls that come after `offset` others."""
-    schema = SCHEMAS["calls"]
-    return (encode(schema[0], Consecutive(offset, rows)),
-            encode(schema[10], Values(parent + offset, parent >= 0)))
+        steps = selection.steps(session, C.Plan(), pool)
+        for step, events, calls in C.pipelined(numbered(steps), encode_step, pool):
+            if events:
+                events_out.write(events)
+            if calls:
+                calls_out.write(calls)
+            seen(step)
+    return offset + rows
 
 
-def _chunk(thread: ThreadReader, a: int, b: int, window: tuple[int, int],
-           ends: tuple[int, int], selection: CallFilter, names: Names,
-           labels: dict[int, str]) -> tuple[list[Chunk], int, np.ndarray, list[Chunk | None]]:
-    """Events [a, b) of a thread: the row group of those in `window` (the events), and the
-    selection's calls among them (all but `call` and `parent` encoded; their count and
-    parents)."""
-    columns = _split(thread.index.events[a:b])
-    calls = selection.apply(C.calls_of(columns, a, thread.id, ends), labels)
-    lo, hi = max(a, window[0]), min(b, window[1])
-    events = _events(thread, lo, {k: v[lo - a:hi - a] for k, v in columns.items()}, names) \
-        if lo < hi else []
-    return events, len(calls), calls["parent"], _calls(thread, calls, names)
-
-
-def _events(thread: ThreadReader, first: int, ev: dict[str, np.ndarray], names: Names
+def _events(thread: ThreadReader, first: int, ev: Events, lo: int, hi: int, names: Names
             ) -> list[Chunk]:
-    """The row group of events `ev` (columns, from index_seq `first` on)."""
-    n = len(ev["timestamp_ns"])
-    fid, name = names.columns(ev["function_id"])
-    kind = ev["event_kind"] - np.uint32(1)  # CALL, RETURN, EXCEPTION: 1, 2, 3
+    """The row group of events [lo, hi) of a step's events (index_seq `first` on)."""
+    n = hi - lo
+    fid, name = names.columns(np.ascontiguousarray(ev.fid[lo:hi]))
+    kind = ev.kind[lo:hi] - np.uint32(1)  # CALL, RETURN, EXCEPTION: 1, 2, 3
     kind_known = kind < len(KIND_NAMES)
-    detail = ev["detail_seq"]
+    detail = np.ascontiguousarray(ev.detail[lo:hi])
     data: list[ColumnData] = [
         Constant(thread.id, n), Constant(thread.thread_id, n), Consecutive(first, n),
-        Values(ev["timestamp_ns"]), fid, name,
+        Values(np.ascontiguousarray(ev.ts[lo:hi])), fid, name,
         Dictionary(kind, KIND_NAMES, None if kind_known.all() else kind_known),
-        Values(ev["call_depth"]), Values(detail, detail != F.NO_DETAIL_SEQ)]
+        Values(np.ascontiguousarray(ev.depth[lo:hi])),
+        Values(detail, detail != F.NO_DETAIL_SEQ)]
     return [encode(c, d) for c, d in zip(SCHEMAS["events"], data)]
 
 
-SPLIT_ROWS = 1 << 14
-
-
-def _split(records: np.ndarray) -> dict[str, np.ndarray]:
-    """The fields of index records as contiguous columns, copied a cache-sized piece at a time
-    (field by field over the whole array would read all of it from memory once per field)."""
-    fields = ("timestamp_ns", "function_id", "event_kind", "call_depth", "detail_seq")
-    out = {f: np.empty(len(records), dtype=records.dtype.fields[f][0]) for f in fields}
-    for at in range(0, len(records), SPLIT_ROWS):
-        piece = records[at:at + SPLIT_ROWS]
-        for f in fields:
-            out[f][at:at + SPLIT_ROWS] = piece[f]
-    return out
-
-
-def _calls(thread: ThreadReader, calls: C.Calls, names: Names) -> list[Chunk | None]:
+def _calls(thread: ThreadReader, calls: C.Calls, first: int, names: Names) -> list[Chunk]:
+    """The row group of a step's calls; `call` and `parent` after `first` others."""
     n = len(calls)
     if not n:
         return []
     fid, name = names.columns(calls["function_id"])
     flags = calls["flags"]
-    data: list[ColumnData | None] = [
-        None, Constant(thread.id, n), Constant(thread.thread_id, n), fid, name,
-        Values(calls["start_ns"]), Values(calls["end_ns"]), Values(calls["duration_ns"]),
-        Values(calls["self_ns"]), Values(calls["depth"]), None,
+    parent = calls["parent"]
+    data: list[ColumnData] = [
+        Values(calls["call"] + first), Constant(thread.id, n), Constant(thread.thread_id, n),
+        fid, name, Values(calls["start_ns"]), Values(calls["end_ns"]),
+        Values(calls["duration_ns"]), Values(calls["self_ns"]), Values(calls["depth"]),
+        Values(parent + first, parent >= 0),
         Values(calls["call_seq"], calls["call_seq"] >= 0),
         Values(calls["return_seq"], calls["return_seq"] >= 0),
         Values((flags & C.OPEN) != 0), Values((flags & C.NO_CALL) != 0),
         Values((flags & C.LEFT) != 0)]
-    return [None if d is None else encode(c, d) for c, d in zip(SCHEMAS["calls"], data)]
+    return [encode(c, d) for c, d in zip(SCHEMAS["calls"], data)]
 
 
 def _write_small(path: Path, view: str, columns: dict[str, np.ndarray]) -> None:

@@ -22,10 +22,7 @@ from ada.atf.session import SessionReader
 
 from .. import calls as C
 from ..arguments import Decoder
-from ..replay import detail_texts
-from ..report import dense_ids
 from ..selection import CallFilter, function_names, label, process_of
-from ..timeline import edges
 from . import protobuf as pb
 
 # TracePacket fields
@@ -51,10 +48,11 @@ def annotation(name: str, text: str) -> bytes:
 
 
 def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
-          progress: Callable[[int], None] = lambda n: None,
+          seen: Callable[[C.Step], None] = lambda step: None,
           decoder: Decoder | None = None) -> int:
     """The selected calls as a Perfetto trace; returns how many slices were written.
-    `decoder` names the arguments (debug information; arguments.py)."""
+    `decoder` names the arguments (debug information; arguments.py); `seen` is called with
+    each step of the walk as it is written (progress, warnings)."""
     decoder = decoder or Decoder(session)
     manifest = session.manifest or {}
     names = function_names(session)
@@ -70,22 +68,25 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
     out.write(_recorder_track(manifest, pid))
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
-    for thread, events, (named, packets, n) in selection.each(
-            session, lambda t, calls: _chunk_packets(calls, t, known, decoder)):
-        if thread is not current:
-            current, interned = thread, set()
-            out.write(_thread_start(thread, pid))
-        new = [(f, i) for f, i in named if f not in interned]
-        if new:
-            interned.update(f for f, _ in new)
-            out.write(packet(pb.uint(SEQUENCE_ID, thread.id + 2),
-                             pb.uint(SEQUENCE_FLAGS, NEEDS_INCREMENTAL_STATE),
-                             pb.message(INTERNED_DATA, (pb.message(
-                                 2, pb.uint(1, i), pb.string(2, label(names, f)))
-                                 for f, i in new))))
-        out.write(memoryview(packets))
-        slices += n
-        progress(events)
+    with C.worker_pool() as pool:
+        steps = selection.steps(session, C.Plan(edges=True), pool)
+        for step, (named, packets, n) in C.pipelined(
+                steps, lambda st: (st, _step_packets(st, known, decoder)), pool):
+            thread = step.thread
+            if thread is not current:
+                current, interned = thread, set()
+                out.write(_thread_start(thread, pid))
+            new = [(f, i) for f, i in named if f not in interned]
+            if new:
+                interned.update(f for f, _ in new)
+                out.write(packet(pb.uint(SEQUENCE_ID, thread.id + 2),
+                                 pb.uint(SEQUENCE_FLAGS, NEEDS_INCREMENTAL_STATE),
+                                 pb.message(INTERNED_DATA, (pb.message(
+                                     2, pb.uint(1, i), pb.string(2, label(names, f)))
+                                     for f, i in new))))
+            out.write(memoryview(packets))
+            slices += n
+            seen(step)
     return slices
 
 
@@ -110,28 +111,34 @@ def _thread_start(thread: ThreadReader, pid: int) -> bytes:
                pb.message(DEFAULTS, pb.uint(58, CLOCK_BOOTTIME), pb.message(11, pb.uint(11, uuid))))
 
 
-def _chunk_packets(calls: C.Calls, thread: ThreadReader, known: np.ndarray, decoder: Decoder
-                   ) -> tuple[list[tuple[int, int]], np.ndarray, int]:
-    """(the chunk's distinct function_ids with their name ids, its begin and end packets,
-    how many calls)."""
-    row, is_end = edges(calls)
-    distinct, which = dense_ids(calls["function_id"][row])
+def _step_packets(step: C.Step, known: np.ndarray, decoder: Decoder
+                  ) -> tuple[list[tuple[int, int]], np.ndarray, int]:
+    """(the step's distinct function_ids with their name ids, its begin and end packets,
+    how many calls began)."""
+    e = step.edges
+    assert e is not None
+    is_end = e["end"]
+    distinct, which = C.dense_ids(e["function_id"])
     distinct_iids = _iids(known, distinct)
     iid = distinct_iids[which]
-    ts = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
     blobs: dict[int, bytes] = {}
-    if thread.detail is not None:
-        args, value, _ = detail_texts(calls, thread, decoder)
-        first = np.zeros(len(calls), dtype=np.int64)
-        last = np.zeros(len(calls), dtype=np.int64)
-        first[row[~is_end]] = np.flatnonzero(~is_end)
-        last[row[is_end]] = np.flatnonzero(is_end)
-        for r in np.flatnonzero(np.not_equal(args, None)).tolist():
-            blobs[int(first[r])] = annotation("args", args[r])
-        for r in np.flatnonzero(np.not_equal(value, None)).tolist():
-            blobs[int(last[r])] = annotation("return", value[r])
+    lane = step.thread.detail
+    if lane is not None:
+        with_detail = np.flatnonzero(e["detail"] != F.NO_DETAIL_SEQ)
+        for r, d in zip(with_detail.tolist(), e["detail"][with_detail].tolist()):
+            event = lane.get(d)
+            if event is None or not event.is_function:
+                continue
+            fid = int(e["function_id"][r])
+            if is_end[r]:
+                text = decoder.return_text(fid, event)
+                if text is not None:
+                    blobs[r] = annotation("return", text)
+            else:
+                blobs[r] = annotation("args", decoder.call_text(fid, event))
     return (list(zip(distinct.tolist(), distinct_iids.tolist())),
-            event_packets(ts, is_end, iid, thread.id + 2, blobs), len(calls))
+            event_packets(e["ts"], is_end, iid, step.thread.id + 2, blobs),
+            int(np.count_nonzero(~is_end)))
 
 
 def event_packets(ts: np.ndarray, is_end: np.ndarray, iid: np.ndarray, sequence: int,

@@ -12,14 +12,14 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
+from .. import calls as C
 from ..selection import CallFilter, function_names, label, process_of
-from ..timeline import edges
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          progress: Callable[[int], None] = lambda n: None) -> int:
+          seen: Callable[[C.Step], None] = lambda step: None) -> int:
     """Returns how many calls were written. The frames go last (they are known once every
     chunk is read), which speedscope's JSON reader does not mind."""
     names = function_names(session)
@@ -33,31 +33,33 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     def close_profile() -> None:
         out.write(f'], "startValue": {ends[0] or 0}, "endValue": {ends[1] or 0}}}')
 
-    for thread, events, calls in selection.each(session, lambda t, calls: calls):
-        if thread is not current:
-            if current is not None:
-                close_profile()
-            out.write(("" if first else ", ") + json.dumps(
-                {"type": "evented", "name": f"tid {thread.thread_id}",
-                 "unit": "nanoseconds"})[:-1] + ', "events": [')
-            current, first, need_comma = thread, False, False
-            ends[:] = [None, None]
-        if len(calls):
-            row, is_end = edges(calls)
-            fid = calls["function_id"][row]
-            distinct, which = np.unique(fid, return_inverse=True)
-            for f in distinct.tolist():
-                frame_of.setdefault(f, len(frame_of))
-            frame = np.array([frame_of[f] for f in distinct.tolist()], dtype=np.int64)[which]
-            at = np.where(is_end, calls["end_ns"][row], calls["start_ns"][row])
-            kind = np.where(is_end, "C", "O")
-            text = ", ".join(f'{{"type": "{k}", "frame": {f}, "at": {a}}}'
-                             for k, f, a in zip(kind.tolist(), frame.tolist(), at.tolist()))
-            out.write((", " if need_comma else "") + text)
-            need_comma = True
-            ends[:] = [int(at[0]) if ends[0] is None else ends[0], int(at[-1])]
-            count += len(calls)
-        progress(events)
+    with C.worker_pool() as pool:
+        for step in selection.steps(session, C.Plan(edges=True), pool):
+            thread, e = step.thread, step.edges
+            assert e is not None
+            if thread is not current:
+                if current is not None:
+                    close_profile()
+                out.write(("" if first else ", ") + json.dumps(
+                    {"type": "evented", "name": f"tid {thread.thread_id}",
+                     "unit": "nanoseconds"})[:-1] + ', "events": [')
+                current, first, need_comma = thread, False, False
+                ends[:] = [None, None]
+            if len(e["ts"]):
+                distinct, which = np.unique(e["function_id"], return_inverse=True)
+                for f in distinct.tolist():
+                    frame_of.setdefault(f, len(frame_of))
+                frame = np.array([frame_of[f] for f in distinct.tolist()],
+                                 dtype=np.int64)[which]
+                at = e["ts"]
+                kind = np.where(e["end"], "C", "O")
+                text = ", ".join(f'{{"type": "{k}", "frame": {f}, "at": {a}}}'
+                                 for k, f, a in zip(kind.tolist(), frame.tolist(), at.tolist()))
+                out.write((", " if need_comma else "") + text)
+                need_comma = True
+                ends[:] = [int(at[0]) if ends[0] is None else ends[0], int(at[-1])]
+                count += int(np.count_nonzero(~e["end"]))
+            seen(step)
     if current is not None:
         close_profile()
     frames = [{"name": label(names, f)} for f, _ in sorted(frame_of.items(), key=lambda x: x[1])]

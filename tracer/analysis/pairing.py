@@ -1,0 +1,206 @@
+"""How the events of one chunk of a thread pair up on their own, before anything is known of the
+calls already open when the chunk begins (calls.py carries those from chunk to chunk).
+
+Pairing follows the order of the events, as a stack does: a CALL opens a call, a RETURN closes
+the innermost open one, an EXCEPTION closes it too (the call was left without returning: an
+exception unwound it or a longjmp left it; ada writes one when it finds such a call gone). The
+depth the hot path recorded is not used: one wrong belief there (a tail call, a longjmp) must not
+turn into wrong pairs for everything after it.
+
+Done on whole columns, without a loop per event: the level (calls open after each event, counted
+from the chunk's start) is a running sum; the events at one level (their "slot": the stack
+position a CALL takes or a close frees) alternate CALL, close, CALL, ... in time, so a stable
+sort by slot puts every call next to its close. What stays unpaired is a close of a call opened
+before the chunk (slots -1, -2, ...: the "leading" closes) or a call still open at its end (the
+"trailing" calls).
+
+Events that do not nest (a RETURN naming another function than the call it would close) are
+found here and mended by `mend`, one event at a time, with the calls open before the chunk
+known: the calls a RETURN passes over were left without returning (longjmp), and a RETURN of a
+function not open at all had its CALL before the recording (or lost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ada.atf import format as F
+from ada.atf.reader import ThreadReader
+
+CLOSES = (F.EVENT_RETURN, F.EVENT_EXCEPTION)
+
+
+@dataclass
+class Events:
+    """Index events of a thread as contiguous columns. `seq` is each event's index_seq, -1 for
+    an end ada inferred (mend)."""
+
+    seq: np.ndarray  # int64
+    ts: np.ndarray  # uint64
+    fid: np.ndarray  # uint64
+    kind: np.ndarray  # uint32
+    detail: np.ndarray  # uint32: detail_seq, F.NO_DETAIL_SEQ for none
+    depth: np.ndarray  # uint32: the depth the hot path recorded (shown by the events view)
+
+    @classmethod
+    def read(cls, thread: ThreadReader, a: int, b: int) -> "Events":
+        """Events [a, b), read from the file; the columns are views of the records (copied
+        only where an operation needs them contiguous)."""
+        r = thread.index.read(a, b)
+        return cls(np.arange(a, a + len(r), dtype=np.int64), r["timestamp_ns"],
+                   r["function_id"], r["event_kind"], r["detail_seq"], r["call_depth"])
+
+    @classmethod
+    def of(cls, ts: np.ndarray, fid: np.ndarray, kind: np.ndarray, first_seq: int = 0
+           ) -> "Events":
+        """Events from columns (tests, synthetic sessions)."""
+        n = len(ts)
+        return cls(np.arange(first_seq, first_seq + n, dtype=np.int64),
+                   np.asarray(ts, np.uint64), np.asarray(fid, np.uint64),
+                   np.asarray(kind, np.uint32), np.full(n, F.NO_DETAIL_SEQ, np.uint32),
+                   np.zeros(n, np.uint32))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def take(self, rows: np.ndarray) -> "Events":
+        return Events(self.seq[rows], self.ts[rows], self.fid[rows], self.kind[rows],
+                      self.detail[rows], self.depth[rows])
+
+    def pairable(self) -> "Events":
+        """Only the CALLs, RETURNs and EXCEPTIONs (an event of another kind neither opens
+        nor closes a call)."""
+        k = self.kind
+        ok = (k == F.EVENT_CALL) | (k == F.EVENT_RETURN) | (k == F.EVENT_EXCEPTION)
+        return self if ok.all() else self.take(np.flatnonzero(ok))
+
+
+@dataclass
+class Local:
+    """A chunk's pairs, as far as its own events tell (positions index `ev`)."""
+
+    ev: Events  # CALLs and closes only
+    is_call: np.ndarray  # bool per event
+    level: np.ndarray  # int32 per event: calls open after it, from 0 at the chunk's start
+    slot: np.ndarray  # int32 per event: the stack position its call holds, from the start
+    calls: np.ndarray  # int64: positions of the CALLs, in order
+    match: np.ndarray  # int64 per event: the other end of its call in the chunk, or -1
+    parent: np.ndarray  # int64 per CALL: its parent's CALL position; < 0: the slot of the
+    #                     call open before the chunk that it is in
+    leading: np.ndarray  # positions of closes of calls open before the chunk, in order
+    trailing: np.ndarray  # positions of CALLs still open at its end, in order
+    lowest: int  # the lowest level reached (<= 0): -len(leading)
+    mismatched: int  # pairs whose CALL and close name different functions
+
+    @property
+    def final(self) -> int:
+        """The level after the last event: trailing calls minus leading closes."""
+        return int(self.level[-1]) if len(self.level) else 0
+
+
+def pair(ev: Events) -> Local:
+    """The pairs of a chunk's events (CALLs and closes only: Events.pairable)."""
+    n = len(ev)
+    is_call = ev.kind == F.EVENT_CALL
+    level = np.cumsum(is_call.view(np.int8), dtype=np.int32)
+    level *= 2
+    level -= np.arange(1, n + 1, dtype=np.int32)  # calls - closes so far
+    slot = level - is_call
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return Local(ev, is_call, level, slot, empty, empty, empty, empty, empty, 0, 0)
+    lowest = min(0, int(level.min()))
+    span = int(slot.max()) - lowest + 1
+    key = slot - lowest
+    key = key.astype(np.uint16 if span < (1 << 16) else np.uint32)
+    order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
+    sorted_call = is_call[order]
+    # Within a slot the events alternate CALL, close: a CALL followed by a close is a pair.
+    paired = sorted_call[:-1] & ~sorted_call[1:]
+    paired &= key[order[1:]] == key[order[:-1]]
+    at = np.flatnonzero(paired)
+    call_at, close_at = order[at], order[at + 1]
+    match = np.full(n, -1, dtype=np.int64)
+    match[call_at] = close_at
+    match[close_at] = call_at
+    mismatched = int(np.count_nonzero(ev.fid[call_at] != ev.fid[close_at]))
+    calls = np.flatnonzero(is_call)
+    unmatched = match < 0
+    return Local(ev, is_call, level, slot, calls, match,
+                 _parents(order[sorted_call], is_call, unmatched, slot)[calls],
+                 np.flatnonzero(~is_call & unmatched), np.flatnonzero(is_call & unmatched),
+                 lowest, mismatched)
+
+
+def _parents(calls_by_slot: np.ndarray, is_call: np.ndarray, unmatched: np.ndarray,
+             slot: np.ndarray) -> np.ndarray:
+    """Each CALL's parent (Local.parent), by position (other positions: anything).
+    `calls_by_slot` are the CALLs grouped by slot, in time order within each: a call right
+    after a CALL is that call's first child; one right after the close of a sibling has the
+    sibling's parent (the call before it in its slot); one right after a close of a call
+    opened before the chunk, or first in the chunk, is in the call open before the chunk one
+    slot down."""
+    n = len(is_call)
+    after_call = np.empty(n, dtype=bool)
+    after_call[0] = False
+    after_call[1:] = is_call[:-1]
+    anchor = np.empty(n, dtype=bool)
+    anchor[0] = True
+    anchor[1:] = unmatched[:-1]  # after a CALL (a first child) or a leading close
+    anchor |= after_call
+    value = np.where(after_call, np.arange(-1, n - 1), slot - 1)
+    c = calls_by_slot
+    run = np.where(anchor[c], np.arange(len(c)), 0)
+    np.maximum.accumulate(run, out=run)
+    out = np.empty(n, dtype=np.int64)
+    out[c] = value[c[run]]
+    return out
+
+
+def mend(ev: Events, open_fids: list[int]) -> tuple[Events, np.ndarray, np.ndarray]:
+    """Events that nest, from events that do not, given the functions of the calls open
+    before them (outermost first): (the events, with an EXCEPTION of seq -1 for each call a
+    RETURN passed over (left without returning: a longjmp), at that RETURN's time; the
+    positions in `ev` of the closes of calls that were not open (orphans, left out); the
+    depth at each orphan). One event at a time: only chunks whose events do not nest come
+    here."""
+    stack = list(open_fids)
+    keep: list[int] = []  # positions in ev, or -1 - (index into `inferred`)
+    inferred: list[tuple[int, int]] = []  # (position of the revealing close, function)
+    orphans: list[int] = []
+    orphan_depth: list[int] = []
+    for i, (k, f) in enumerate(zip(ev.kind.tolist(), ev.fid.tolist())):
+        if k == F.EVENT_CALL:
+            stack.append(f)
+            keep.append(i)
+            continue
+        if stack and stack[-1] == f:
+            stack.pop()
+            keep.append(i)
+            continue
+        at = len(stack) - 1
+        while at >= 0 and stack[at] != f:
+            at -= 1
+        if at < 0:
+            orphans.append(i)
+            orphan_depth.append(len(stack))
+            continue
+        while len(stack) > at + 1:
+            keep.append(-1 - len(inferred))
+            inferred.append((i, stack.pop()))
+        stack.pop()
+        keep.append(i)
+    rows = np.array(keep, dtype=np.int64)
+    out = ev.take(np.maximum(rows, 0))
+    fake = np.flatnonzero(rows < 0)
+    if len(fake):
+        where = np.array([p for p, _ in inferred], dtype=np.int64)
+        out.seq[fake] = -1
+        out.ts[fake] = ev.ts[where]
+        out.fid[fake] = np.array([f for _, f in inferred], dtype=np.uint64)
+        out.kind[fake] = F.EVENT_EXCEPTION
+        out.detail[fake] = F.NO_DETAIL_SEQ
+        out.depth[fake] = ev.depth[where]
+    return out, np.array(orphans, dtype=np.int64), np.array(orphan_depth, dtype=np.int64)
