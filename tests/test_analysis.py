@@ -94,7 +94,7 @@ def test_events_that_do_not_nest_are_mended_and_said(tmp_path):
     assert got == {"main": [(0, 40, 40 - 30, 0, 0)],  # its children: jmp (30)
                    "jmp": [(10, 30, 10, 1, C.LEFT)],  # passed over by main's RETURN
                    "deep": [(20, 20, 20, 2, C.LEFT)],
-                   "next": [(0, 30, 30, 3, C.NO_CALL)],  # not open: nests in nothing
+                   "next": [(0, 30, 30, 3, C.NO_CALL | C.ORPHAN)],  # not open: in nothing
                    "work": [(50, 10, 10, 0, 0)]}
     for command in ("report", "replay", "graph"):
         out = run_ada(command, s.path)

@@ -43,7 +43,7 @@ from ada.atf import format as F
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from .pairing import Events, Local, mend, pair
+from .pairing import Events, Local, Wants, dense_ids, member, mend, pair
 
 T = TypeVar("T")
 
@@ -150,6 +150,14 @@ class Plan:
     nested: bool = False  # Calls.nested: a call made inside one of the same function
     chunk_events: int = CHUNK_EVENTS
 
+    def wants(self) -> Wants:
+        """What each chunk's pairing works out for this plan (in _Chunk's order: within,
+        hide, then the roots of each PathTable that has some)."""
+        f = self.filters
+        marks = [m for m in (f.within, f.hide) if m is not None]
+        marks += [t.roots for t in self.paths if t.roots is not None]
+        return Wants(marks, f.hide, self.nested)
+
     @property
     def lookahead(self) -> bool:
         """-t selects calls by their duration: a call that spans chunks needs its end
@@ -232,9 +240,9 @@ EDGE_FIELDS = ("ts", "function_id", "depth", "end", "leaf", "duration_ns", "flag
 @dataclass
 class Ahead:
     """What a first walk learns of the calls that span chunks, for the second (Plan.lookahead):
-    by call number, (end_ns, return_seq, flags, duration, selected children)."""
+    their durations, by the order of their CALLs (ThreadWalk.next_id)."""
 
-    ends: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
+    durations: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -256,7 +264,7 @@ class OpenCalls:
 
     COLUMNS = {"id": np.int64, "kept_id": np.int64, "fid": np.uint64, "start": np.uint64,
                "call_seq": np.int64, "detail": np.uint32, "parent": np.int64,
-               "children": np.int64, "kept_children": np.int64, "flags": np.uint32,
+               "children": np.int64, "flags": np.uint32,
                "nested": bool, "within": bool, "hidden": bool, "kept": bool}
 
     def __init__(self, paths: int) -> None:
@@ -316,9 +324,9 @@ class ThreadWalk:
         depth = np.arange(k, dtype=np.int64)
         ids = np.arange(k, dtype=np.int64)
         f = self.filters
-        within = _chain_marks(_member(fid, f.within)) if f.within is not None else \
+        within = _chain_marks(member(fid, f.within)) if f.within is not None else \
             np.ones(k, dtype=bool)
-        hidden = _chain_marks(_member(fid, f.hide))
+        hidden = _chain_marks(member(fid, f.hide))
         kept = self._kept(~hidden, within, depth, np.full(k, self.first_ns, np.uint64),
                           ids, None)
         kept_id = np.where(kept, self.next_kept + np.cumsum(kept) - 1, -1)
@@ -328,7 +336,7 @@ class ThreadWalk:
                   "start": np.full(k, self.first_ns, np.uint64),
                   "call_seq": np.full(k, -1, np.int64),
                   "detail": np.full(k, F.NO_DETAIL_SEQ, np.uint32), "parent": parent,
-                  "children": np.zeros(k, np.int64), "kept_children": np.zeros(k, np.int64),
+                  "children": np.zeros(k, np.int64),
                   "flags": np.full(k, NO_CALL, np.uint32),
                   "nested": _chain_nested(fid), "within": within, "hidden": hidden,
                   "kept": kept}
@@ -336,7 +344,7 @@ class ThreadWalk:
         for table in self.plan.paths:
             p = np.full(k, -1, dtype=np.int64)
             marks = np.ones(k, bool) if table.roots is None else \
-                _chain_marks(_member(fid, table.roots))
+                _chain_marks(member(fid, table.roots))
             up = -1
             for i in range(k):
                 if marks[i]:
@@ -370,8 +378,7 @@ class ThreadWalk:
             if self.ahead is not None:
                 unknown = np.flatnonzero(duration < 0)
                 for i in unknown.tolist():
-                    end = self.ahead.ends.get(int(ids[i]))
-                    duration[i] = end[3] if end else 0
+                    duration[i] = self.ahead.durations.get(int(ids[i]), 0)
             kept &= (duration < 0) | (duration >= f.min_duration_ns)
         return kept
 
@@ -387,8 +394,7 @@ class ThreadWalk:
             orphans = (local.ev.take(at), depth)
             self.problems.inferred_left += int(np.count_nonzero(mended.seq < 0))
             self.problems.orphans += len(at)
-            local = pair(mended)
-            n_lead = -local.lowest
+            local = pair(mended, self.plan.wants())
         parts = _Chunk(self, local, base)
         done = [parts.pairs(), parts.leading()]
         if orphans is not None and len(orphans[0]):
@@ -437,8 +443,8 @@ class ThreadWalk:
         numbered after the chunk's calls; they nest in nothing."""
         k = len(ev)
         f = self.filters
-        within = _member(ev.fid, f.within) if f.within is not None else np.ones(k, bool)
-        kept = self._kept(~_member(ev.fid, f.hide), within, depth,
+        within = member(ev.fid, f.within) if f.within is not None else np.ones(k, bool)
+        kept = self._kept(~member(ev.fid, f.hide), within, depth,
                           np.full(k, self.first_ns, np.uint64), np.full(k, -1, np.int64),
                           (ev.ts - np.uint64(self.first_ns)).astype(np.int64))
         rows = np.flatnonzero(kept)
@@ -452,7 +458,7 @@ class ThreadWalk:
         paths = []  # each a root of its own: it was in no call the walk knows
         for t in self.plan.paths:
             fid = ev.fid[rows]
-            mine = np.ones(len(rows), bool) if t.roots is None else _member(fid, t.roots)
+            mine = np.ones(len(rows), bool) if t.roots is None else member(fid, t.roots)
             p = np.full(len(rows), -1, np.int64)
             if mine.any():
                 p[mine] = t.extend(np.full(int(mine.sum()), -1, np.int64), fid[mine])
@@ -476,99 +482,84 @@ class ThreadWalk:
 
 
 class _Chunk:
-    """The calls of one chunk, with the open calls it begins inside (ThreadWalk.advance)."""
+    """The calls of one chunk joined with the open calls it begins inside: what depends on
+    them (depth, marks inherited, recursion, selection, numbers, parents, paths) on whole
+    columns; the rest came with the pairing (pairing.CallColumns)."""
 
     def __init__(self, walk: ThreadWalk, local: Local, base: int) -> None:
         self.walk, self.local, self.base = walk, local, base
-        st, ev, f = walk.open, local.ev, walk.filters
-        calls = local.calls
-        k = len(calls)
+        st, f, c = walk.open, walk.filters, local.c
+        assert c is not None
+        self.c = c
+        k = len(c.fid)
         self.k = k
-        self.fid = ev.fid[calls]
-        self.start = ev.ts[calls]
-        self.depth = base + local.slot[calls].astype(np.int64)
-        pc = local.parent
-        self.inner = pc >= 0
-        self.rank_of = np.cumsum(local.is_call) - 1
-        self.prank = np.where(self.inner, self.rank_of[np.maximum(pc, 0)], -1)
-        self.cidx = np.where(self.inner, -1, base + pc)  # the open call it is in
-        # The open calls still open at each call's begin: [0, remaining).
-        low = np.minimum.accumulate(local.level)
-        before = np.concatenate(([0], np.minimum(low[:-1], 0))) if len(low) else low
-        self.remaining = base + before[calls].astype(np.int64)
+        self.depth = base + c.slot
+        # the open call each is in, for those whose parent is not a call of the chunk (-1:
+        # none, when the chunk begins a thread); 0 for the others (not used)
+        self.cidx = np.where(c.inner, 0, base + local.parent)
+        self.remaining = base + c.before  # the open calls it is in: [0, remaining)
         self.ids = walk.next_id + np.arange(k, dtype=np.int64)
-        end = local.match[calls]
-        self.closed = np.flatnonzero(end >= 0)
-        self.end_at = end[self.closed]
-        self.duration = np.full(k, -1, dtype=np.int64)
-        self.duration[self.closed] = (ev.ts[self.end_at] - self.start[self.closed]).view(np.int64)
-        within = self._marks(_member(self.fid, f.within), st["within"]) \
-            if f.within is not None else np.ones(k, dtype=bool)
-        self.hide_own = _member(self.fid, f.hide)
-        self.hidden = self._marks(self.hide_own, st["hidden"])
+        marks = iter(c.marked)
+        self.within = self._inherit(next(marks), st["within"]) if f.within is not None \
+            else None
+        self.hidden = self._inherit(next(marks), st["hidden"]) if f.hide is not None else None
+        self.path_marks = [self._inherit(next(marks), st.paths[i][:max(base, 1)] >= 0)
+                           for i, t in enumerate(walk.plan.paths) if t.roots is not None]
         self.nested = self._nested()
-        self.kept = walk._kept(~self.hidden, within, self.depth, self.start, self.ids,
-                               self.duration.copy())
-        self.within = within
-        self.kept_id = np.where(self.kept, walk.next_kept + np.cumsum(self.kept) - 1, -1)
-        walk.next_kept += int(np.count_nonzero(self.kept))
-        cidx = np.maximum(self.cidx, 0)
-        outer_parent = np.where(st["kept"][cidx], st["kept_id"][cidx], -1) if base else \
-            np.full(k, -1, np.int64)
-        prank = np.maximum(self.prank, 0)
-        self.parent = np.where(self.inner, np.where(self.kept[prank], self.kept_id[prank], -1),
-                               np.where(self.cidx >= 0, outer_parent, -1))
+        visible = ~self.hidden if self.hidden is not None else np.ones(k, dtype=bool)
+        self.kept = walk._kept(visible, self.within if self.within is not None else visible,
+                               self.depth, c.start, self.ids, c.duration.copy())
+        # numbers of the selected calls (a call not selected has its predecessor's: unused)
+        self.kept_id = np.cumsum(self.kept)
+        count = int(self.kept_id[-1]) if k else 0
+        self.kept_id += walk.next_kept - 1
+        walk.next_kept += count
+        self.parent = self._parents()
         self.paths = [self._paths(t, i) for i, t in enumerate(walk.plan.paths)]
-        self._children()
+        if base:  # the time of the chunk's shown children of the open calls
+            slots = np.flatnonzero(c.outer_children)
+            st["children"][base - 1 - slots] += c.outer_children[slots]
 
-    def _marks(self, own: np.ndarray, carried: np.ndarray) -> np.ndarray:
-        """Calls whose own function is marked, or inside a call that is (in the chunk, or
-        open before it: those marks are inherited, so the innermost one still open says)."""
-        local = self.local
-        out = own.copy()
-        if own.any():
-            inc = np.zeros(len(local.is_call), dtype=np.int32)
-            src = local.calls[own]
-            inc[src] = 1
-            ends = local.match[src]
-            inc[ends[ends >= 0]] = -1
-            open_before = np.cumsum(inc) - inc
-            out |= open_before[local.calls] > 0
+    def _inherit(self, in_chunk: np.ndarray, carried: np.ndarray) -> np.ndarray:
+        """Marks of the chunk's calls (their own, or of a call of the chunk they are in)
+        joined with those of the open calls they are in (inherited: the innermost still
+        open says)."""
+        if not self.base:
+            return in_chunk
         r = self.remaining
-        if self.base:
-            out |= (r > 0) & carried[np.maximum(r - 1, 0)]
-        return out
+        return in_chunk | ((r > 0) & carried[np.maximum(r - 1, 0)])
 
-    def _nested(self) -> np.ndarray:
-        """Calls made inside another call of the same function: one open before the chunk
-        (the outermost of each function among them), or one in the chunk that began earlier
-        and ends later (by function, in order: a running maximum of the ends)."""
-        k, st, local = self.k, self.walk.open, self.local
-        out = np.zeros(k, dtype=bool)
-        if k == 0 or not self.walk.plan.nested:
-            return out
+    def _nested(self) -> np.ndarray | None:
+        """Made inside another call of the same function: one of the chunk (pairing), or one
+        open before it (the outermost of each function among them)."""
+        c = self.c
+        if c.nested is None:
+            return None
+        if not self.base:
+            return c.nested
+        st = self.walk.open
+        distinct, first = np.unique(st["fid"][:self.base], return_index=True)
+        at = np.minimum(np.searchsorted(distinct, c.fid), len(distinct) - 1)
+        return c.nested | ((distinct[at] == c.fid) & (first[at] < self.remaining))
+
+    def _parents(self) -> np.ndarray:
+        """The number of the call each was made in, if selected, else -1."""
+        c, st = self.c, self.walk.open
+        parent = np.full(self.k, -1, dtype=np.int64)
+        inner = np.flatnonzero(c.inner)
+        up = c.prank[inner]
+        parent[inner] = np.where(self.kept[up], self.kept_id[up], -1)
         if self.base:
-            distinct, first = np.unique(st["fid"][:self.base], return_index=True)
-            at = np.minimum(np.searchsorted(distinct, self.fid), len(distinct) - 1)
-            out |= (distinct[at] == self.fid) & (first[at] < self.remaining)
-        distinct, dense = dense_ids(self.fid)
-        n = len(local.is_call)
-        end = local.match[local.calls]
-        end[end < 0] = 2 * n - local.calls[end < 0]  # still open: ends after all, outer later
-        order = np.argsort(dense.astype(np.uint16 if len(distinct) < (1 << 16) else np.int64),
-                           kind="stable")  # by function, then in order: a radix sort
-        value = end[order] + dense[order] * (2 * n + 1)
-        running = np.maximum.accumulate(value)
-        inside = np.zeros(k, dtype=bool)
-        inside[1:] = running[:-1] > value[1:]
-        out[order] |= inside
-        return out
+            outer = np.flatnonzero(~c.inner & (self.cidx >= 0))  # (inner ones: 0, skipped)
+            idx = self.cidx[outer]
+            parent[outer] = np.where(st["kept"][idx], st["kept_id"][idx], -1)
+        return parent
 
     def _paths(self, table: PathTable, i: int) -> np.ndarray:
         """Each call's path in `table` (-1: none), a depth level at a time (a call's parent
         first). With root functions, a path begins at a call of one of them that is not
         inside another, and only the calls within have one."""
-        st = self.walk.open
+        st, c = self.walk.open, self.c
         k = self.k
         out = np.full(k, -1, dtype=np.int64)
         outer_paths = st.paths[i]
@@ -577,9 +568,10 @@ class _Chunk:
             marks = np.ones(k, dtype=bool)
             root = np.zeros(k, dtype=bool)
         else:
-            own = _member(self.fid, table.roots)
-            marks = self._marks(own, outer_paths >= 0)
-            parent_marked = np.where(self.inner, marks[np.maximum(self.prank, 0)],
+            marks = self.path_marks[sum(1 for t in self.walk.plan.paths[:i]
+                                        if t.roots is not None)]
+            own = member(c.fid, table.roots)
+            parent_marked = np.where(c.inner, marks[np.maximum(c.prank, 0)],
                                      (self.cidx >= 0) & (outer_paths[cidx] >= 0))
             root = own & ~parent_marked
         order = np.argsort(self.depth, kind="stable")
@@ -590,51 +582,33 @@ class _Chunk:
             rows = rows[marks[rows]]
             if not len(rows):
                 continue
-            up = np.where(self.inner[rows], out[np.maximum(self.prank[rows], 0)],
+            up = np.where(c.inner[rows], out[np.maximum(c.prank[rows], 0)],
                           np.where(self.cidx[rows] >= 0, outer_paths[cidx[rows]], -1))
-            out[rows] = table.extend(np.where(root[rows], -1, up), self.fid[rows])
+            out[rows] = table.extend(np.where(root[rows], -1, up), c.fid[rows])
         return out
-
-    def _children(self) -> None:
-        """Durations of each call's shown children (hidden ones are the caller's own time),
-        and how many selected children it has, from the pairs of the chunk: to calls of the
-        chunk, and to the open calls they were made in."""
-        st, k = self.walk.open, self.k
-        c = self.closed
-        visible = ~self.hide_own[c]
-        dur = self.duration[c]
-        kept = self.kept[c]
-        inner = self.inner[c]
-        self.children = np.rint(np.bincount(self.prank[c][inner],
-                                            weights=(dur * visible)[inner], minlength=k)
-                                ).astype(np.int64)
-        self.kept_children = np.bincount(self.prank[c][inner & kept], minlength=k)
-        outer = ~inner & (self.cidx[c] >= 0)
-        if outer.any():
-            idx = self.cidx[c][outer]
-            np.add.at(st["children"], idx, (dur * visible)[outer])
-            np.add.at(st["kept_children"], idx[kept[outer]], 1)
 
     def pairs(self) -> tuple[Calls, list[np.ndarray]]:
         """The selected calls that began and ended in the chunk."""
-        c = self.closed
-        sel = self.kept[c]
-        rows = c[sel]
-        end_at = self.end_at[sel]
-        ev = self.local.ev
-        dur = self.duration[rows]
-        self_ns = np.maximum(dur - self.children[rows], 0)
-        flags = np.where(ev.kind[end_at] == F.EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
-        table = _table(self.walk.number, self.kept_id[rows], self.fid[rows],
-                       ev.seq[self.local.calls[rows]], ev.seq[end_at], self.start[rows],
+        c, ev = self.c, self.local.ev
+        rows = c.closed
+        end_at = c.end_at
+        if not self.kept.all():
+            sel = self.kept[rows]
+            rows, end_at = rows[sel], end_at[sel]
+        dur = c.duration[rows]
+        self_ns = dur - c.children[rows]
+        np.maximum(self_ns, 0, out=self_ns)
+        flags = (ev.kind[end_at] == F.EVENT_EXCEPTION).astype(np.uint32) * np.uint32(LEFT)
+        table = _table(self.walk.number, self.kept_id[rows], c.fid[rows],
+                       ev.seq[self.local.calls[rows]], ev.seq[end_at], c.start[rows],
                        ev.ts[end_at], dur, self_ns, self.depth[rows], self.parent[rows], flags,
-                       self.nested[rows])
+                       self.nested[rows] if self.nested is not None else False)
         return table, [p[rows] for p in self.paths]
 
     def leading(self) -> tuple[Calls, list[np.ndarray]]:
         """The open calls the chunk's leading closes end (innermost first)."""
-        local, ev = self.local, self.local.ev
-        lead = local.leading
+        ev = self.local.ev
+        lead = self.local.leading
         idx = self.base - 1 - np.arange(len(lead))
         flags = np.where(ev.kind[lead] == F.EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
         st = self.walk.open
@@ -642,42 +616,45 @@ class _Chunk:
         self.lead_flags = flags | st["flags"][idx]
         table, paths, kept = _complete(self.walk, idx, ev.ts[lead], ev.seq[lead], flags)
         self.lead_kept = kept
-        self.lead_duration = (ev.ts[lead] - self.walk.open["start"][idx]).view(np.int64)
+        self.lead_duration = (ev.ts[lead] - st["start"][idx]).view(np.int64)
         return table, paths
 
     def push_trailing(self) -> None:
         """Pop the open calls the chunk ended; push the calls it leaves open."""
-        st = self.walk.open
+        st, c = self.walk.open, self.c
         st.n = self.base + self.local.lowest
-        tr = self.rank_of[self.local.trailing]
+        tr = c.trailing
+        pos = self.local.trailing
         ev = self.local.ev
-        st.push({"id": self.ids[tr], "kept_id": self.kept_id[tr], "fid": self.fid[tr],
-                 "start": self.start[tr], "call_seq": ev.seq[self.local.trailing],
-                 "detail": ev.detail[self.local.trailing], "parent": self.parent[tr],
-                 "children": self.children[tr], "kept_children": self.kept_children[tr],
-                 "flags": np.zeros(len(tr), np.uint32), "nested": self.nested[tr],
-                 "within": self.within[tr], "hidden": self.hidden[tr], "kept": self.kept[tr]},
+        k = len(tr)
+        st.push({"id": self.ids[tr], "kept_id": self.kept_id[tr], "fid": c.fid[tr],
+                 "start": c.start[tr], "call_seq": ev.seq[pos], "detail": ev.detail[pos],
+                 "parent": self.parent[tr], "children": c.children[tr],
+                 "flags": np.zeros(k, np.uint32),
+                 "nested": self.nested[tr] if self.nested is not None else False,
+                 "within": self.within[tr] if self.within is not None else True,
+                 "hidden": self.hidden[tr] if self.hidden is not None else False,
+                 "kept": self.kept[tr]},
                 [p[tr] for p in self.paths])
-        self.trailing_ranks = tr
 
     def edges(self) -> dict[str, np.ndarray]:
         """Every selected call's begin and end in the chunk, in the order of its events (an
         end carries the call's duration and how it ended)."""
-        local, ev = self.local, self.local.ev
+        local, ev, c = self.local, self.local.ev, self.c
         n = len(ev)
         keep = np.zeros(n, dtype=bool)
         depth = np.zeros(n, dtype=np.int64)
         duration = np.zeros(n, dtype=np.int64)
         call = np.full(n, -1, dtype=np.int64)
         flags = np.zeros(n, dtype=np.uint32)
-        calls, c, ends = local.calls, self.closed, self.end_at
+        calls, closed, ends = local.calls, c.closed, c.end_at
         keep[calls] = self.kept
         depth[calls] = self.depth
         call[calls] = self.kept_id
-        keep[ends] = self.kept[c]
-        depth[ends] = self.depth[c]
-        duration[ends] = self.duration[c]
-        call[ends] = self.kept_id[c]
+        keep[ends] = self.kept[closed]
+        depth[ends] = self.depth[closed]
+        duration[ends] = c.duration[closed]
+        call[ends] = self.kept_id[closed]
         flags[ends] = np.where(ev.kind[ends] == F.EVENT_EXCEPTION, LEFT, 0)
         lead = local.leading
         if len(lead):
@@ -700,22 +677,18 @@ def _complete(walk: ThreadWalk, idx: np.ndarray, end: np.ndarray, ret: np.ndarra
     st = walk.open
     k = len(idx)
     dur = (end - st["start"][idx]).view(np.int64)
-    hide_own = _member(st["fid"][idx], walk.filters.hide)
+    hide_own = member(st["fid"][idx], walk.filters.hide)
     kept = st["kept"][idx].copy()
     if walk.filters.min_duration_ns is not None:
         kept &= dur >= walk.filters.min_duration_ns
-    if k > 1:
-        # each is the parent of the one before it: its time and selection count there
+    # each is the parent of the one before it, and the parent of the outermost stays open:
+    # their time is their parent's children's
+    if k and idx[-1] > 0:
+        np.add.at(st["children"], idx - 1, dur * ~hide_own)
+    elif k > 1:
         np.add.at(st["children"], idx[1:], (dur * ~hide_own)[:-1])
-        np.add.at(st["kept_children"], idx[1:], kept[:-1].astype(np.int64))
-    if k and idx[-1] > 0:  # the parent of the outermost of them stays open
-        st["children"][idx[-1] - 1] += int(dur[-1]) * int(not hide_own[-1])
-        st["kept_children"][idx[-1] - 1] += int(kept[-1])
     if walk.learn is not None:
-        for i, e, r, fl, d, kc in zip(st["id"][idx].tolist(), end.tolist(), ret.tolist(),
-                                      flags.tolist(), dur.tolist(),
-                                      st["kept_children"][idx].tolist()):
-            walk.learn.ends[i] = (e, r, fl, d, kc)
+        walk.learn.durations.update(zip(st["id"][idx].tolist(), dur.tolist()))
     rows = idx[kept]
     self_ns = np.maximum(dur[kept] - st["children"][rows], 0)
     table = _table(walk.number, st["kept_id"][rows], st["fid"][rows], st["call_seq"][rows],
@@ -737,7 +710,9 @@ def _table(number: int, call: np.ndarray, fid: np.ndarray, call_seq: np.ndarray,
                   "duration_ns": np.asarray(duration, np.int64).view(np.uint64),
                   "self_ns": np.asarray(self_ns, np.int64).view(np.uint64),
                   "depth": np.asarray(depth, np.uint32), "parent": np.asarray(parent, np.int64),
-                  "flags": np.asarray(flags, np.uint32), "nested": np.asarray(nested, bool)})
+                  "flags": np.asarray(flags, np.uint32),
+                  "nested": np.full(n, nested, bool) if np.ndim(nested) == 0
+                  else np.asarray(nested, bool)})
 
 
 def _edge_rows(n: int, **columns: Any) -> dict[str, np.ndarray]:
@@ -756,14 +731,6 @@ def _concat_edges(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {name: np.concatenate([p[name] for p in parts]) for name in EDGE_FIELDS}
 
 
-def _member(fid: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
-    """Which of `fid` are among `ids` (sorted uint64)."""
-    if ids is None or len(ids) == 0 or len(fid) == 0:
-        return np.zeros(len(fid), dtype=bool)
-    at = np.minimum(np.searchsorted(ids, fid), len(ids) - 1)
-    return ids[at] == fid
-
-
 def _chain_marks(own: np.ndarray) -> np.ndarray:
     """Marks down a chain of calls, each inside the one before (inherited)."""
     return np.logical_or.accumulate(own) if len(own) else own
@@ -778,29 +745,6 @@ def _chain_nested(fid: np.ndarray) -> np.ndarray:
     return out
 
 
-
-
-def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct function_ids ascending, each one's index among them), without sorting when
-    the ids are ada's (module_id << 32 | symbol_index, both counted from 0 among the modules
-    and functions selected) and span less than a few times their number: a lookup table
-    that size is cheaper than a sort."""
-    if len(fid) == 0:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    module = (fid >> np.uint64(32)).astype(np.int64)
-    symbol = (fid & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    if int(module.max()) < (1 << 16) and int(symbol.max()) < (1 << 22):
-        width = int(symbol.max()) + 1
-        slot = module * width + symbol
-        if int(slot.max()) < 4 * len(fid) + (1 << 16):
-            used = np.flatnonzero(np.bincount(slot))
-            index = np.full(int(slot.max()) + 1, -1, dtype=np.int64)
-            index[used] = np.arange(len(used))
-            ids = ((used // width).astype(np.uint64) << np.uint64(32)) | \
-                (used % width).astype(np.uint64)
-            return ids, index[slot]
-    ids, inverse = np.unique(fid, return_inverse=True)
-    return ids, inverse.astype(np.int64)
 
 
 # --- walking threads --------------------------------------------------------------------------
@@ -874,14 +818,16 @@ def thread_steps(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor,
 
 def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecutor
           ) -> Iterator[Step]:
-    jobs = [partial(_read_and_pair, walk.thread, a, b) for a, b in bounds]
+    wants = walk.plan.wants()
+    jobs = [partial(_read_and_pair, walk.thread, a, b, wants) for a, b in bounds]
     for i, ((a, b), (events, local)) in enumerate(zip(bounds, ahead(jobs, pool))):
         yield walk.advance(local, events, a, b, last=i == len(bounds) - 1)
 
 
-def _read_and_pair(thread: ThreadReader, a: int, b: int) -> tuple[Events, Local]:
+def _read_and_pair(thread: ThreadReader, a: int, b: int, wants: Wants
+                   ) -> tuple[Events, Local]:
     events = Events.read(thread, a, b)
-    return events, pair(events.pairable())
+    return events, pair(events.pairable(), wants)
 
 
 def session_steps(session: SessionReader, threads: list[ThreadReader], plan: Plan,

@@ -22,7 +22,7 @@ function not open at all had its CALL before the recording (or lost).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,8 +78,32 @@ class Events:
 
 
 @dataclass
+class CallColumns:
+    """Per CALL of a chunk (in order), what its own events say."""
+
+    fid: np.ndarray  # uint64
+    start: np.ndarray  # uint64
+    slot: np.ndarray  # int64
+    inner: np.ndarray  # bool: its parent is a call of the chunk ...
+    prank: np.ndarray  # int64: ... this one (its rank among the chunk's calls), else -1
+    before: np.ndarray  # int64 (<= 0): the lowest level before it (the open calls it is in
+    #                     are those below base + before)
+    closed: np.ndarray  # int64: the calls that end in the chunk (ranks) ...
+    end_at: np.ndarray  # int64: ... and the positions of their ends
+    duration: np.ndarray  # int64: -1 for a call still open at the chunk's end
+    children: np.ndarray  # int64: the durations of its shown children that end in the chunk
+    outer_children: np.ndarray  # int64, by -slot - 1: the same, for the calls open before it
+    shown: np.ndarray  # bool: not a hidden function's (its time is its caller's own)
+    marked: list[np.ndarray]  # per set of functions: its own is one, or one it is in (chunk)
+    nested: np.ndarray | None  # bool: inside a call of the same function (in the chunk)
+    trailing: np.ndarray  # int64: ranks of the calls still open at the end
+
+
+@dataclass
 class Local:
-    """A chunk's pairs, as far as its own events tell (positions index `ev`)."""
+    """A chunk's pairs, as far as its own events tell. Positions index `ev`; the columns of
+    the calls (`c`, the CALLs in order) are what does not depend on the calls open before the
+    chunk, worked out here, on any core (calls.py joins them with the open calls)."""
 
     ev: Events  # CALLs and closes only
     is_call: np.ndarray  # bool per event
@@ -93,6 +117,7 @@ class Local:
     trailing: np.ndarray  # positions of CALLs still open at its end, in order
     lowest: int  # the lowest level reached (<= 0): -len(leading)
     mismatched: int  # pairs whose CALL and close name different functions
+    c: CallColumns | None = None
 
     @property
     def final(self) -> int:
@@ -100,8 +125,20 @@ class Local:
         return int(self.level[-1]) if len(self.level) else 0
 
 
-def pair(ev: Events) -> Local:
-    """The pairs of a chunk's events (CALLs and closes only: Events.pairable)."""
+@dataclass
+class Wants:
+    """What pair() works out besides the pairs: marks by sets of functions (calls.Filters'
+    within and hide, call paths' roots), the shown children's time (without `hide`), and
+    recursion (`nested`)."""
+
+    marks: list[np.ndarray] = field(default_factory=list)
+    hide: np.ndarray | None = None
+    nested: bool = False
+
+
+def pair(ev: Events, wants: Wants | None = None) -> Local:
+    """The pairs of a chunk's events (CALLs and closes only: Events.pairable), and, with
+    `wants`, the columns of its calls."""
     n = len(ev)
     is_call = ev.kind == F.EVENT_CALL
     level = np.cumsum(is_call.view(np.int8), dtype=np.int32)
@@ -110,28 +147,140 @@ def pair(ev: Events) -> Local:
     slot = level - is_call
     if n == 0:
         empty = np.zeros(0, np.int64)
-        return Local(ev, is_call, level, slot, empty, empty, empty, empty, empty, 0, 0)
-    lowest = min(0, int(level.min()))
-    span = int(slot.max()) - lowest + 1
-    key = slot - lowest
-    key = key.astype(np.uint16 if span < (1 << 16) else np.uint32)
-    order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
-    sorted_call = is_call[order]
-    # Within a slot the events alternate CALL, close: a CALL followed by a close is a pair.
-    paired = sorted_call[:-1] & ~sorted_call[1:]
-    paired &= key[order[1:]] == key[order[:-1]]
-    at = np.flatnonzero(paired)
-    call_at, close_at = order[at], order[at + 1]
-    match = np.full(n, -1, dtype=np.int64)
-    match[call_at] = close_at
-    match[close_at] = call_at
-    mismatched = int(np.count_nonzero(ev.fid[call_at] != ev.fid[close_at]))
-    calls = np.flatnonzero(is_call)
-    unmatched = match < 0
-    return Local(ev, is_call, level, slot, calls, match,
-                 _parents(order[sorted_call], is_call, unmatched, slot)[calls],
-                 np.flatnonzero(~is_call & unmatched), np.flatnonzero(is_call & unmatched),
-                 lowest, mismatched)
+        local = Local(ev, is_call, level, slot, empty, empty, empty, empty, empty, 0, 0)
+    else:
+        lowest = min(0, int(level.min()))
+        span = int(slot.max()) - lowest + 1
+        key = slot - lowest
+        key = key.astype(np.uint16 if span < (1 << 16) else np.uint32)
+        order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
+        sorted_call = is_call[order]
+        # Within a slot the events alternate CALL, close: a CALL and then a close is a pair.
+        paired = sorted_call[:-1] & ~sorted_call[1:]
+        paired &= key[order[1:]] == key[order[:-1]]
+        at = np.flatnonzero(paired)
+        call_at, close_at = order[at], order[at + 1]
+        match = np.full(n, -1, dtype=np.int64)
+        match[call_at] = close_at
+        match[close_at] = call_at
+        mismatched = int(np.count_nonzero(ev.fid[call_at] != ev.fid[close_at]))
+        calls = np.flatnonzero(is_call)
+        unmatched = match < 0
+        local = Local(ev, is_call, level, slot, calls, match,
+                      _parents(order[sorted_call], is_call, unmatched, slot)[calls],
+                      np.flatnonzero(~is_call & unmatched), np.flatnonzero(is_call & unmatched),
+                      lowest, mismatched)
+    if wants is not None:
+        local.c = _columns(local, wants)
+    return local
+
+
+def _columns(local: Local, wants: Wants) -> CallColumns:
+    ev, calls, match = local.ev, local.calls, local.match
+    k, n = len(calls), len(local.is_call)
+    rank = np.cumsum(local.is_call) - 1
+    pc = local.parent
+    inner = pc >= 0
+    prank = rank[np.maximum(pc, 0)]
+    prank[~inner] = -1
+    before = np.zeros(k, dtype=np.int64)
+    if k:
+        low = np.minimum.accumulate(local.level)
+        np.minimum(low, 0, out=low)
+        nz = calls > 0
+        before[nz] = low[calls[nz] - 1]
+    end = match[calls]
+    closed = np.flatnonzero(end >= 0)
+    end_at = end[closed]
+    start = ev.ts[calls]
+    duration = np.full(k, -1, dtype=np.int64)
+    duration[closed] = (ev.ts[end_at] - start[closed]).view(np.int64)
+    fid = ev.fid[calls]
+    shown = ~member(fid, wants.hide)
+    # the time of the shown children that end in the chunk: to their parents in the chunk,
+    # and (by slot) to the calls open before it
+    c_dur = duration[closed]
+    if wants.hide is not None:
+        c_dur = c_dur * shown[closed]
+    c_inner = inner[closed]
+    children = np.rint(np.bincount(prank[closed][c_inner], weights=c_dur[c_inner],
+                                   minlength=k)).astype(np.int64)
+    outer = -pc[closed][~c_inner] - 1
+    outer_children = np.rint(np.bincount(outer, weights=c_dur[~c_inner],
+                                         minlength=-local.lowest + 1)).astype(np.int64)
+    marked = [_open_marks(local, member(fid, ids)) for ids in wants.marks]
+    return CallColumns(fid, start, local.slot[calls].astype(np.int64), inner, prank, before,
+                       closed, end_at, duration, children, outer_children, shown, marked,
+                       _nested_in_chunk(local, fid) if wants.nested else None,
+                       rank[local.trailing])
+
+
+def _open_marks(local: Local, own: np.ndarray) -> np.ndarray:
+    """Calls whose own function is marked, or inside a call of the chunk that is."""
+    out = own.copy()
+    if own.any():
+        inc = np.zeros(len(local.is_call), dtype=np.int32)
+        src = local.calls[own]
+        inc[src] = 1
+        ends = local.match[src]
+        inc[ends[ends >= 0]] = -1
+        open_before = np.cumsum(inc) - inc
+        out |= open_before[local.calls] > 0
+    return out
+
+
+def _nested_in_chunk(local: Local, fid: np.ndarray) -> np.ndarray:
+    """Calls inside a call of the same function that began in the chunk: by function, in
+    order, one that began earlier and ends later (a running maximum of the ends)."""
+    k = len(fid)
+    out = np.zeros(k, dtype=bool)
+    if k < 2:
+        return out
+    distinct, dense = dense_ids(fid)
+    n = len(local.is_call)
+    end = local.match[local.calls]
+    still_open = end < 0
+    end[still_open] = 2 * n - local.calls[still_open]  # ends after all; the outer later
+    order = np.argsort(dense.astype(np.uint16 if len(distinct) < (1 << 16) else np.int64),
+                       kind="stable")  # by function, then in order: a radix sort
+    value = end[order] + dense[order] * (2 * n + 1)
+    running = np.maximum.accumulate(value)
+    inside = np.zeros(k, dtype=bool)
+    inside[1:] = running[:-1] > value[1:]
+    out[order] = inside
+    return out
+
+
+def member(fid: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    """Which of `fid` are among `ids` (sorted uint64)."""
+    if ids is None or len(ids) == 0 or len(fid) == 0:
+        return np.zeros(len(fid), dtype=bool)
+    at = np.minimum(np.searchsorted(ids, fid), len(ids) - 1)
+    return ids[at] == fid
+
+
+
+def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct function_ids ascending, each one's index among them), without sorting when
+    the ids are ada's (module_id << 32 | symbol_index, both counted from 0 among the modules
+    and functions selected) and span less than a few times their number: a lookup table
+    that size is cheaper than a sort."""
+    if len(fid) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    module = (fid >> np.uint64(32)).astype(np.int64)
+    symbol = (fid & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    if int(module.max()) < (1 << 16) and int(symbol.max()) < (1 << 22):
+        width = int(symbol.max()) + 1
+        slot = module * width + symbol
+        if int(slot.max()) < 4 * len(fid) + (1 << 16):
+            used = np.flatnonzero(np.bincount(slot))
+            index = np.full(int(slot.max()) + 1, -1, dtype=np.int64)
+            index[used] = np.arange(len(used))
+            ids = ((used // width).astype(np.uint64) << np.uint64(32)) | \
+                (used % width).astype(np.uint64)
+            return ids, index[slot]
+    ids, inverse = np.unique(fid, return_inverse=True)
+    return ids, inverse.astype(np.int64)
 
 
 def _parents(calls_by_slot: np.ndarray, is_call: np.ndarray, unmatched: np.ndarray,
