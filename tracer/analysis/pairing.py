@@ -46,11 +46,14 @@ class Events:
 
     @classmethod
     def read(cls, thread: ThreadReader, a: int, b: int) -> "Events":
-        """Events [a, b), read from the file; the columns are views of the records (copied
-        only where an operation needs them contiguous)."""
+        """Events [a, b), read from the file: timestamps, functions and kinds copied into
+        columns of their own (the pairing gathers from them), the rest views of the
+        records."""
         r = thread.index.read(a, b)
-        return cls(np.arange(a, a + len(r), dtype=np.int64), r["timestamp_ns"],
-                   r["function_id"], r["event_kind"], r["detail_seq"], r["call_depth"])
+        return cls(np.arange(a, a + len(r), dtype=np.int64),
+                   np.ascontiguousarray(r["timestamp_ns"]),
+                   np.ascontiguousarray(r["function_id"]), np.ascontiguousarray(r["event_kind"]),
+                   r["detail_seq"], r["call_depth"])
 
     @classmethod
     def of(cls, ts: np.ndarray, fid: np.ndarray, kind: np.ndarray, first_seq: int = 0
@@ -183,12 +186,8 @@ def _columns(local: Local, wants: Wants) -> CallColumns:
     inner = pc >= 0
     prank = rank[np.maximum(pc, 0)]
     prank[~inner] = -1
-    before = np.zeros(k, dtype=np.int64)
-    if k:
-        low = np.minimum.accumulate(local.level)
-        np.minimum(low, 0, out=low)
-        nz = calls > 0
-        before[nz] = low[calls[nz] - 1]
+    # the level's lowest before a call: one down for each leading close before it
+    before = -np.searchsorted(local.leading, calls)
     end = match[calls]
     closed = np.flatnonzero(end >= 0)
     end_at = end[closed]
@@ -203,11 +202,10 @@ def _columns(local: Local, wants: Wants) -> CallColumns:
     if wants.hide is not None:
         c_dur = c_dur * shown[closed]
     c_inner = inner[closed]
-    children = np.rint(np.bincount(prank[closed][c_inner], weights=c_dur[c_inner],
-                                   minlength=k)).astype(np.int64)
-    outer = -pc[closed][~c_inner] - 1
-    outer_children = np.rint(np.bincount(outer, weights=c_dur[~c_inner],
-                                         minlength=-local.lowest + 1)).astype(np.int64)
+    children = np.zeros(k, dtype=np.int64)
+    np.add.at(children, prank[closed][c_inner], c_dur[c_inner])
+    outer_children = np.zeros(-local.lowest + 1, dtype=np.int64)
+    np.add.at(outer_children, -pc[closed][~c_inner] - 1, c_dur[~c_inner])
     marked = [_open_marks(local, member(fid, ids)) for ids in wants.marks]
     return CallColumns(fid, start, local.slot[calls].astype(np.int64), inner, prank, before,
                        closed, end_at, duration, children, outer_children, shown, marked,
@@ -299,7 +297,8 @@ def _parents(calls_by_slot: np.ndarray, is_call: np.ndarray, unmatched: np.ndarr
     anchor[0] = True
     anchor[1:] = unmatched[:-1]  # after a CALL (a first child) or a leading close
     anchor |= after_call
-    value = np.where(after_call, np.arange(-1, n - 1), slot - 1)
+    value = slot - 1  # in the call open before the chunk one slot down, or right after its
+    value += after_call * (np.arange(-1, n - 1) - value)  # parent's CALL (no branches)
     c = calls_by_slot
     run = np.where(anchor[c], np.arange(len(c)), 0)
     np.maximum.accumulate(run, out=run)
