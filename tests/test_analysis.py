@@ -341,3 +341,26 @@ def test_replay_shows_arguments_and_return_values_from_the_detail_lane(tmp_path,
              run_ada("replay", session_path(out)).stdout.splitlines()[1:]]
     assert lines == ["add(a=3, b=4) = 7;", "add(a=100, b=23) = 123;",
                      "add(a=-5, b=1000000007) = 1000000002;"]
+
+
+def test_the_replay_duration_column_is_format_duration():
+    """The replay writes its DURATION column on whole arrays (replay._durations): each text
+    is format_duration's, right-aligned; a batch with a rounding tie or a duration of 1,000 s
+    or more is written a line at a time instead (None)."""
+    from ada.tracer.analysis import replay as P
+    rng = np.random.default_rng(11)
+    values = np.concatenate([
+        np.arange(0, 2100), [999, 1000, 999_999, 1_000_000, 999_499_999, 999_999_499,
+                             10**9, 999_499_999_999],
+        rng.integers(0, 10**12, 20_000)])
+    tie = ((values % 1000 == 500) & (values >= 10**6)) | \
+        ((values % 10**6 == 500_000) & (values >= 10**9))
+    values = values[~tie & (values < 999_999_500_000)]  # ties go a line at a time
+    values = values[(values < 999_999_500) | (values >= 10**9)]  # "1000.000 ms": too
+    shown = np.ones(len(values), dtype=bool)
+    shown[::7] = False
+    field = P._durations(values.astype(np.uint64), shown)
+    got = [bytes(row).decode() for row in field]
+    assert got == [f"{R.format_duration(int(v)) if s else '':>10}" for v, s in zip(values, shown)]
+    for fallback in (1_000_500, 2_500_500_000, 999_999_999, 10**12):
+        assert P._durations(np.array([fallback], np.uint64), np.array([True])) is None

@@ -22,6 +22,7 @@ from ada.atf.reader import ThreadReader
 from . import calls as C
 from .arguments import Decoder
 from .debuginfo import without_parameters
+from .pairing import dense_ids
 from .report import format_duration
 from .selection import label
 
@@ -129,57 +130,177 @@ def write_replay(blocks: Iterator[dict[str, np.ndarray]], tids: dict[int, int],
                  names: dict[int, str], out: TextIO, *, relative: bool = False) -> int:
     """Write line blocks (lines_of, merged_lines); returns the lines written. `relative`:
     indent from the depth of the first line (-F shows calls from deep in the tree)."""
-    labels: dict[int, str] = {}
     base_depth: int | None = None if relative else 0
     out.write(HEADER + "\n")
+    out.flush()
+    raw = getattr(out, "buffer", None)  # lines are made as bytes, on whole columns
     written = 0
-    tails: dict[tuple[int, int, int, int, bool, bool], str] = {}
+    tails = _Tails(names, tids)
     for block in blocks:
         if base_depth is None and len(block["depth"]):
             base_depth = int(block["depth"][0])
         for a in range(0, len(block["ts"]), BATCH):
-            lines = _format(block, slice(a, a + BATCH), tails, labels, names, tids,
-                            base_depth or 0)
-            out.write("\n".join(lines) + "\n")
-            written += len(lines)
+            part = slice(a, a + BATCH)
+            data = None if block["detailed"][part].any() else \
+                _render(block, part, tails, base_depth or 0)
+            if data is None:  # with the detail lane's texts: a line at a time
+                data = ("\n".join(_format(block, part, tails, base_depth or 0)) + "\n"
+                        ).encode()
+            if raw is not None:
+                raw.write(data)
+            else:
+                out.write(data.decode())
+            written += len(block["ts"][part])
+    if raw is not None:
+        raw.flush()
     return written
 
 
-def _format(block: dict[str, np.ndarray], part: slice, tails: dict, labels: dict[int, str],
-            names: dict[int, str], tids: dict[int, int], base_depth: int) -> list[str]:
+class _Tails:
+    """The text after the DURATION column of each distinct (function, note, kind of line,
+    depth, thread) met, made once (with its newline, as bytes: `objects`, by row). A
+    line's row is found through a table indexed by those numbers packed together (rebuilt
+    wider when a depth or thread number outgrows it)."""
+
+    TABLE_LIMIT = 1 << 25
+
+    def __init__(self, names: dict[int, str], tids: dict[int, int]) -> None:
+        self.names, self.tids = names, tids
+        self.numbers: dict[int, int] = {}  # function_id -> its number here
+        self.fids: list[int] = []
+        self.row_of: dict[tuple[int, int, int, int, int], int] = {}
+        self.texts: list[bytes] = []
+        self.objects = np.zeros(0, dtype=object)  # texts with their newline, by row
+        self.bits = (0, 0)  # depth and thread bits of the table's index
+        self.table = np.zeros(0, dtype=np.int64)
+
+    def rows(self, block: dict[str, np.ndarray], part: slice, base_depth: int
+             ) -> np.ndarray | None:
+        """Each line's row; None when the table would be too large (then a line at a
+        time)."""
+        fid = block["function_id"][part]
+        distinct, which = dense_ids(fid)
+        numbers = np.array([self.numbers.setdefault(f, len(self.numbers))
+                            for f in distinct.tolist()], dtype=np.int64)
+        if len(self.fids) < len(self.numbers):
+            self.fids += sorted(self.numbers, key=self.numbers.get)[len(self.fids):]
+        depth = np.maximum(block["depth"][part] - base_depth, 0).astype(np.int64)
+        thread = block["thread"][part].astype(np.int64)
+        close, leaf = block["close"][part], block["leaf"][part]
+        kind = close.astype(np.int64) + 2 * leaf
+        flags = block["flags"][part] * (close | leaf)  # only a line with a duration has a note
+        note = np.where(flags & C.OPEN, 1, np.where(flags & C.NO_CALL, 2,
+                                                    np.where(flags & C.LEFT, 3, 0)))
+        head = (numbers[which] * 4 + note) * 3 + kind
+        need = (int(depth.max()).bit_length() + 1 if len(depth) else 0,
+                int(thread.max()).bit_length() if len(thread) else 0)
+        if need[0] > self.bits[0] or need[1] > self.bits[1] or \
+                len(self.table) < (12 * len(self.numbers)) << sum(self.bits):
+            bits = (max(need[0], self.bits[0]), max(need[1], self.bits[1]))
+            if (12 * len(self.numbers) * 2) << sum(bits) > self.TABLE_LIMIT:
+                return None
+            self._rebuild(bits)
+        d_bits, t_bits = self.bits
+        index = (head << (d_bits + t_bits)) | (depth << t_bits) | thread
+        rows = self.table[index]
+        missing = np.flatnonzero(rows < 0)
+        if len(missing):
+            for i in np.unique(index[missing]).tolist():
+                self.table[i] = self._row(i >> (d_bits + t_bits), (i >> t_bits) & (
+                    (1 << d_bits) - 1), i & ((1 << t_bits) - 1))
+            self._pack()
+            rows = self.table[index]
+        return rows
+
+    def _rebuild(self, bits: tuple[int, int]) -> None:
+        self.bits = bits
+        d_bits, t_bits = bits
+        size = (12 * max(2 * len(self.numbers), 64)) << (d_bits + t_bits)
+        self.table = np.full(size, -1, dtype=np.int64)
+        for (head, depth, thread), row in self.row_of.items():
+            if head < size >> (d_bits + t_bits):
+                self.table[(head << (d_bits + t_bits)) | (depth << t_bits) | thread] = row
+
+    def _row(self, head: int, depth: int, thread: int) -> int:
+        row = self.row_of.get((head, depth, thread))
+        if row is None:
+            number, rest = divmod(head, 12)
+            note, kind = divmod(rest, 3)
+            flag = (0, C.OPEN, C.NO_CALL, C.LEFT)[note]
+            text = _rest(label(self.names, self.fids[number]), flag,
+                         self.tids.get(thread, thread), depth, kind == 1, kind == 2)
+            row = self.row_of[(head, depth, thread)] = len(self.texts)
+            self.texts.append(text.encode())
+        return row
+
+    def _pack(self) -> None:
+        grown = np.empty(len(self.texts), dtype=object)
+        grown[:len(self.objects)] = self.objects
+        grown[len(self.objects):] = [t + b"\n" for t in self.texts[len(self.objects):]]
+        self.objects = grown
+
+
+def _render(block: dict[str, np.ndarray], part: slice, tails: _Tails, base_depth: int
+            ) -> bytes | None:
+    """Lines without the detail lane's texts as bytes, on whole columns: the DURATION
+    column as 10-byte strings from one array (_durations), the rest the rows of `tails`,
+    joined in one go. None when some line is not for this (a duration of 1,000 s or more,
+    or one on a rounding tie: format_duration then says)."""
+    rows = tails.rows(block, part, base_depth)
+    if rows is None:
+        return None
+    close, leaf = block["close"][part], block["leaf"][part]
+    field = _durations(block["duration_ns"][part], close | leaf)
+    if field is None:
+        return None
+    pieces = np.empty(2 * len(rows), dtype=object)
+    pieces[0::2] = field.view("S10").ravel().tolist()  # (never a NUL: nothing stripped)
+    pieces[1::2] = tails.objects[rows]
+    return b"".join(pieces.tolist())
+
+
+_DIGITS = np.array([list(f"{i:03d}".encode()) for i in range(1000)], dtype=np.uint8)
+_NUMBERS = np.array([list(f"{i:>3d}".encode()) for i in range(1000)] + [list(b"   ")],
+                    dtype=np.uint8)  # right-aligned; the last row blank
+_SUFFIX = np.frombuffer(b" ns us ms  s", dtype=np.uint8).reshape(4, 3)
+
+
+def _durations(ns: np.ndarray, shown: np.ndarray) -> np.ndarray | None:
+    """The DURATION column (10 bytes a line, right-aligned) as format_duration writes it:
+    "86 ns", "578.555 us", "2.075 ms", "1.250  s"; blank where not shown. Three digits at a
+    time from tables, the numbers by integer arithmetic (no branch per line)."""
+    d = ns.astype(np.int64)
+    unit = (d >= 1000).astype(np.int64) + (d >= 10**6) + (d >= 10**9)
+    scale = np.array([1, 1, 1000, 10**6])[unit]  # ms and s are rounded to three decimals
+    half = scale // 2
+    tie = shown & (half > 0) & (d % scale == half)
+    value = (d + half) // scale  # in ns, us, us or ms: three decimals from here on
+    whole = value // 1000
+    if (shown & (unit >= 1) & (whole >= 1000)).any() or tie.any():
+        return None
+    is_ns = unit == 0
+    out = np.empty((len(d), 10), dtype=np.uint8)
+    # columns 0-2: the whole number (blank in ns); 3: the point; 4-6: the fraction, or the
+    # ns right-aligned; 7-9: the unit
+    out[:, 0:3] = _NUMBERS[np.where(is_ns, 1000, whole)]
+    out[:, 3] = np.where(is_ns, ord(" "), ord("."))
+    fraction = value - whole * 1000
+    out[:, 4:7] = np.where(is_ns[:, None], _NUMBERS[value % 1000], _DIGITS[fraction])
+    out[:, 7:] = _SUFFIX[unit]
+    out[~shown] = ord(" ")
+    return out
+
+
+def _format(block: dict[str, np.ndarray], part: slice, tails: _Tails, base_depth: int
+            ) -> list[str]:
+    """The lines of a part of a block, a line at a time (the detail lane's texts)."""
     columns = (block["function_id"][part].tolist(), block["duration_ns"][part].tolist(),
                block["flags"][part].tolist(), block["thread"][part].tolist(),
                np.maximum(block["depth"][part] - base_depth, 0).tolist(),
                block["close"][part].tolist(), block["leaf"][part].tolist())
-    if block["detailed"][part].any():
-        return _format_detailed(columns, block["args"][part].tolist(),
-                                block["value"][part].tolist(), block["caller"][part].tolist(),
-                                labels, names, tids)
-    lines = []
-    for fid, dur, flag, thread, depth, is_close, is_leaf in zip(*columns):
-        # Everything after the duration repeats: made once per combination.
-        key = (fid, flag, thread, depth, is_close, is_leaf)
-        rest = tails.get(key)
-        if rest is None:
-            if fid not in labels:
-                labels[fid] = label(names, fid)
-            rest = tails[key] = _rest(labels[fid], flag, tids.get(thread, thread), depth,
-                                      is_close, is_leaf)
-            if len(tails) > 1 << 20:
-                tails.clear()
-        if is_close or is_leaf:  # format_duration, inline: this loop is the hot one
-            if dur < 1000:
-                text = f"{dur} ns"
-            elif dur < 1_000_000:
-                text = f"{dur / 1e3:.3f} us"
-            elif dur < 1_000_000_000:
-                text = f"{dur / 1e6:.3f} ms"
-            else:
-                text = f"{dur / 1e9:.3f}  s"
-            lines.append(f"{text:>10}{rest}")
-        else:
-            lines.append(f"{'':>10}{rest}")
-    return lines
+    return _format_detailed(columns, block["args"][part].tolist(),
+                            block["value"][part].tolist(), block["caller"][part].tolist(),
+                            {}, tails.names, tails.tids)
 
 
 def _format_detailed(columns: tuple, args_of: list, values_of: list, callers_of: list,
