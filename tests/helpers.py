@@ -57,26 +57,33 @@ def function_events(session: atf.SessionReader, name: str) -> dict[int, np.ndarr
     return result
 
 
-def assert_balanced(ev: np.ndarray) -> None:
+def assert_balanced(ev: np.ndarray, left: bool = False, open_at_end: int = 0) -> None:
     """One thread's events nest like a call stack, and their timestamps never go back.
 
     Each CALL's depth is the number of calls open before it; each RETURN closes the innermost
-    open call (its depth, its function); nothing is left open at the end.
+    open call (its depth, its function); nothing is left open at the end but `open_at_end`
+    calls. left=True: an EXCEPTION event (a call that ended without returning: an exception
+    unwound it or a longjmp left it) closes the innermost open call as a RETURN does;
+    otherwise there must be none.
     """
     kinds = ev["event_kind"].astype(np.int64)
     depth = ev["call_depth"].astype(np.int64)
     ts = ev["timestamp_ns"].astype(np.int64)
     assert np.all(np.diff(ts) >= 0), "timestamps go backwards"
-    assert np.all((kinds == F.EVENT_CALL) | (kinds == F.EVENT_RETURN)), "not CALL/RETURN"
+    closes = (kinds == F.EVENT_RETURN) | ((kinds == F.EVENT_EXCEPTION) if left else False)
     calls = kinds == F.EVENT_CALL
+    assert np.all(calls | closes), "not CALL/RETURN" + ("/EXCEPTION" if left else "")
     open_before = np.cumsum(np.where(calls, 1, -1)) - np.where(calls, 1, -1)
     bad = np.flatnonzero(depth != np.where(calls, open_before, open_before - 1))
     assert len(bad) == 0, f"event {bad[0]}: depth {depth[bad[0]]} does not nest"
     if len(ev):
-        assert open_before[-1] + (1 if calls[-1] else -1) == 0, "calls left open at the end"
-    for d in np.unique(depth):  # at each depth, CALL and RETURN alternate: pair them
+        assert open_before[-1] + (1 if calls[-1] else -1) == open_at_end, \
+            f"not {open_at_end} call(s) left open at the end"
+    for d in np.unique(depth):  # at each depth, CALL and its close alternate: pair them
         fids = ev["function_id"][depth == d]
-        assert np.array_equal(fids[0::2], fids[1::2]), f"a RETURN at depth {d} closes another call"
+        n = len(fids) // 2 * 2  # a CALL still open at the end has no close
+        assert np.array_equal(fids[0:n:2], fids[1:n:2]), \
+            f"a RETURN or EXCEPTION at depth {d} closes another call"
 
 
 def trace_session(tmp_path: Path, *args: object, timeout: float = 120, quiet: bool = True):

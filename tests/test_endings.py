@@ -7,7 +7,7 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import assert_verify_clean, function_events, run_ada, session_path
+from helpers import assert_balanced, assert_verify_clean, function_events, run_ada, session_path
 
 CALLS, THREADS = 20000, 4
 
@@ -103,7 +103,9 @@ def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_b
 
 def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
     """Each longjmp out of jumper() leaves Frida's record of the call behind (its memory grows
-    by ~2.4 KB each); ada counts them. The last one is only seen by a later call: n - 1."""
+    by ~2.4 KB each); ada counts them. The last one is only seen by a later call: n - 1.
+    Each call seen left ends with an EXCEPTION event, before the next CALL; the last stays
+    open."""
     n = 2000
     out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "longjmp", n,
                   "-i", "throws!jumper")
@@ -112,7 +114,10 @@ def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
     assert s.manifest["unwinding"]["unwound_calls"] == n - 1
     assert f"{n - 1:,} hooked call(s) were left by longjmp" in out.stderr
     jumper = np.concatenate(list(function_events(s, "jumper").values()))
-    assert jumper["event_kind"].tolist() == [F.EVENT_CALL] * n
+    assert jumper["event_kind"].tolist() == [F.EVENT_CALL, F.EVENT_EXCEPTION] * (n - 1) + \
+        [F.EVENT_CALL]
+    assert np.all(jumper["call_depth"] == 0)
+    assert_balanced(jumper, left=True, open_at_end=1)
 
 
 def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin, engine):
@@ -122,3 +127,6 @@ def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin, engine):
     s = atf.open_session(session_path(out))
     assert s.manifest["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
     assert len(function_events(s, "tail_a")[0]) == len(function_events(s, "tail_b")[0]) == 1000
+    # tail_b nests in the tail_a call that jumped to it, and returns first
+    assert np.all(function_events(s, "tail_b")[0]["call_depth"] == 1)
+    assert_balanced(s.threads[0].index.events)

@@ -52,6 +52,23 @@ def test_a_signal_handler_calling_a_hooked_function(tmp_path, target_bin):
     assert_verify_clean(s.path)
 
 
+def test_a_signal_handler_on_an_alternate_stack_above(tmp_path, target_bin, engine):
+    """The handler runs on a signal stack above the thread's own: a lower sp there does not
+    mean a deeper call, and a higher one does not mean the thread's calls were left (no
+    EXCEPTION): its calls nest inside work()'s, with either engine."""
+    n = 100_000
+    s, out = trace(tmp_path, *engine, "-f", target_bin("inline_cases"), "altstack", n,
+                   "-i", "inline_cases!work", "-i", "inline_cases!in_handler", quiet=False)
+    handled, above = (int(x) for x in out.stdout.split("handler ")[1].split()[::2])
+    assert handled > 100 and above == 1, out.stdout
+    (thread,) = [t for t in s.threads if len(t)]
+    ev = thread.index.events
+    assert F.EVENT_EXCEPTION not in ev["event_kind"].tolist()
+    assert_balanced(ev)
+    assert len(function_events(s, "work")[thread.id]) == 2 * n
+    assert 0 < len(function_events(s, "in_handler")[thread.id]) <= 2 * handled
+
+
 def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin):
     """The unwinder meets each hooked frame's real return address (ada puts them back as
     unwinding starts): the program catches its exception, and the frame it unwound ends
@@ -80,7 +97,11 @@ def test_longjmp_out_of_hooked_calls_keeps_no_memory(tmp_path, target_bin):
     grew_kb = int(out.stdout.split("grew by ")[1].split()[0])
     assert grew_kb < 4096, out.stdout  # Frida's Interceptor: ~48,000 KB for these
     jumper = function_events(s, "jumper")[0]
-    assert jumper["event_kind"].tolist() == [F.EVENT_CALL] * n
+    # each call a longjmp left ends with an EXCEPTION event as the next call shows it gone
+    assert jumper["event_kind"].tolist() == [F.EVENT_CALL, F.EVENT_EXCEPTION] * (n - 1) + \
+        [F.EVENT_CALL]
+    assert np.all(jumper["call_depth"] == 0)
+    assert_balanced(jumper, left=True, open_at_end=1)
     assert s.manifest["unwinding"]["unwound_calls"] == n - 1  # the last one: seen by no call
     assert "Frida keeps" not in out.stderr
 

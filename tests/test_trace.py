@@ -100,7 +100,11 @@ def test_depth_with_recursion_and_longjmp(tmp_path, target_bin, engine):
             int(e["call_depth"])) for e in ev]
     fact = [("fact", "CALL", d) for d in range(5)] + [("fact", "RETURN", d) for d in range(4, -1, -1)]
     after = [("after", "CALL", 0), ("after", "RETURN", 0)] * 3
-    assert seq == fact + [("jumper", "CALL", 0)] + after
+    # jumper() longjmps back to main, which calls after() from the same stack slot: the
+    # left call ends with an EXCEPTION event before after()'s CALL
+    assert seq == fact + [("jumper", "CALL", 0), ("jumper", "EXCEPTION", 0)] + after
+    assert_balanced(ev, left=True)
+    assert s.manifest["unwinding"]["unwound_calls"] == 1
 
 
 def churn_expectation(out):

@@ -2,6 +2,9 @@
  *   deep N        recurse(N) nests N calls (non-tail), and returns
  *   signals N     main calls work() N times while a 20 us timer's SIGALRM (to this thread)
  *                 runs a handler that calls in_handler(); prints "handler <calls>"
+ *   altstack N    as signals, but on a second thread whose handler runs on an alternate
+ *                 signal stack mapped before that thread's own stack (so above it, where
+ *                 mmap hands out addresses downwards); prints "handler <calls> above <0|1>"
  *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
  *                 (ada leaves meanwhile, with a call open); main calls work() every ms
  *                 until then; prints "ok" after
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +55,40 @@ static void on_alarm(int sig)
 }
 
 static const char *gate;
+
+static void alarms_to_this_thread(timer_t *timer)
+{
+  struct sigevent ev;
+  memset(&ev, 0, sizeof ev);
+  ev.sigev_notify = SIGEV_THREAD_ID;
+  ev.sigev_signo = SIGALRM;
+  ev._sigev_un._tid = gettid();
+  timer_create(CLOCK_MONOTONIC, &ev, timer);
+  struct itimerspec every = {{0, 20000}, {0, 20000}};
+  timer_settime(*timer, 0, &every, NULL);
+}
+
+static stack_t alternate;
+static long altstack_calls;
+static int altstack_above;
+
+static void *on_altstack(void *arg)  /* calls work() with SIGALRMs on its own stack */
+{
+  (void) arg;
+  sigaltstack(&alternate, NULL);
+  char here;
+  altstack_above = (char *) alternate.ss_sp > &here;
+  timer_t timer;
+  alarms_to_this_thread(&timer);
+  for (long i = 0; i < altstack_calls; i++)
+    work(i);
+  sigset_t alarm;
+  sigemptyset(&alarm);
+  sigaddset(&alarm, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alarm, NULL);
+  timer_delete(timer);
+  return NULL;
+}
 
 __attribute__((noinline)) long park(long x)
 {
@@ -114,6 +152,20 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &alarm, NULL);  /* one may be pending: it stays so */
     timer_delete(timer);
     printf("handler %ld\n", handled);
+  } else if (strcmp(how, "altstack") == 0) {
+    alternate.ss_size = 1 << 20;
+    alternate.ss_sp = mmap(NULL, alternate.ss_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGALRM, &sa, NULL);
+    altstack_calls = n;
+    pthread_t t;
+    pthread_create(&t, NULL, on_altstack, NULL);
+    pthread_join(t, NULL);
+    printf("handler %ld above %d\n", handled, altstack_above);
   } else if (strcmp(how, "parked") == 0) {
     gate = argv[2];
     pthread_t t;
