@@ -321,7 +321,7 @@ def test_replay_merges_threads_by_time_a_block_at_a_time(tmp_path):
     s = write_session(tmp_path, events, other)
     with C.worker_pool() as pool:
         blocks = list(P.merged_lines([
-            (P.lines_of(step) for step in C.thread_steps(t, C.Plan(edges=True, chunk_events=12),
+            (P.lines_of(step) for step in C.thread_steps(t, C.Plan(edges=True, leaves=True, chunk_events=12),
                                                         pool, inside=True))
             for t in s.threads]))
     assert len(blocks) > 2

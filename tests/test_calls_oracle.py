@@ -242,7 +242,7 @@ def test_replay_lines(events, chunk):
     duration, and how the call ended."""
     with tempfile.TemporaryDirectory() as tmp:
         s = write_session(tmp, events)
-        plan = C.Plan(edges=True, chunk_events=chunk)
+        plan = C.Plan(edges=True, leaves=True, chunk_events=chunk)
         got = []
         with C.worker_pool() as pool:
             for step in C.thread_steps(s.threads[0], plan, pool, inside=True):

@@ -148,6 +148,8 @@ class Plan:
     edges: bool = False
     paths: list[PathTable] = field(default_factory=list)
     nested: bool = False  # Calls.nested: a call made inside one of the same function
+    done: bool = True  # Step.done: the timeline views (edges) need no table
+    leaves: bool = False  # edges say which calls have no selected children (the replay)
     chunk_events: int = CHUNK_EVENTS
 
     def wants(self) -> Wants:
@@ -220,17 +222,34 @@ class PathTable:
 @dataclass
 class Step:
     """One chunk of a thread, walked: its events (all of them, as read), the selected calls
-    that ended in it, their paths (one array per Plan.paths, by row of `done`), and, when
-    asked, the edges (Plan.edges)."""
+    that ended in it (`done`), their paths (`paths`: one array per Plan.paths, by row of
+    `done`), and, when asked, the edges (Plan.edges). `done` and `paths` are put together on
+    first use, so a consumer on another core does that work, not the walk."""
 
     thread: ThreadReader
     a: int
     b: int
     events: Events
-    done: Calls
-    paths: list[np.ndarray]
+    parts: list[Callable[[], tuple["Calls", list[np.ndarray]]]]
     edges: dict[str, np.ndarray] | None = None
     problems: "Problems | None" = None  # on a thread's last step
+    _made: tuple["Calls", list[np.ndarray]] | None = None
+
+    def _make(self) -> tuple["Calls", list[np.ndarray]]:
+        if self._made is None:
+            made = [part() for part in self.parts]
+            self._made = (Calls.concatenate([c for c, _ in made]),
+                          [np.concatenate([p[i] for _, p in made])
+                           for i in range(len(made[0][1]))] if made else [])
+        return self._made
+
+    @property
+    def done(self) -> "Calls":
+        return self._make()[0]
+
+    @property
+    def paths(self) -> list[np.ndarray]:
+        return self._make()[1]
 
 
 EDGE_FIELDS = ("ts", "function_id", "depth", "end", "leaf", "duration_ns", "flags", "call",
@@ -396,31 +415,39 @@ class ThreadWalk:
             self.problems.orphans += len(at)
             local = pair(mended, self.plan.wants())
         parts = _Chunk(self, local, base)
-        done = [parts.pairs(), parts.leading()]
+        done: list[Callable[[], tuple[Calls, list[np.ndarray]]]] = []
+        if self.plan.done:
+            done.append(parts.pairs)  # made by whoever uses the step
+        leading = parts.leading()
+        done.append(lambda: leading)
         if orphans is not None and len(orphans[0]):
-            done.append(self._orphan_calls(*orphans))
+            made = self._orphan_calls(*orphans)
+            done.append(lambda: made)
         parts.push_trailing()
         edges = [parts.edges()] if self.plan.edges else []
         if last:
             table, paths, ends = self._close_open()
-            done.append((table, paths))
+            done.append(lambda: (table, paths))
             edges.append(ends)
         self.next_id += len(local.calls)
-        return Step(self.thread, a, b, events, Calls.concatenate([c for c, _ in done]),
-                    [np.concatenate([p[i] for _, p in done])
-                     for i in range(len(self.plan.paths))],
-                    self._leaves(edges, last) if self.plan.edges else None,
+        return Step(self.thread, a, b, events, done,
+                    self._timeline(edges, last) if self.plan.edges else None,
                     self.problems if last else None)
 
-    def _leaves(self, parts: list[dict[str, np.ndarray]], last: bool) -> dict[str, np.ndarray]:
-        """The step's edges, with `leaf` on both edges of each call whose end is the very
-        next edge after its begin (a call without selected children: the replay writes it
-        on one line, with its duration and how it ended). A begin that is the last edge
-        before the thread goes on cannot tell yet: it is held for the next step."""
+    def _timeline(self, parts: list[dict[str, np.ndarray]], last: bool
+                  ) -> dict[str, np.ndarray]:
+        """The step's edges, after those held from before (the begins of the calls the
+        thread began inside; with leaves, a begin that could not tell yet). With
+        Plan.leaves, `leaf` marks both edges of each call whose end is the very next edge
+        after its begin (a call without selected children: the replay writes it on one
+        line, with its duration and how it ended); a begin that is the last edge before the
+        thread goes on cannot tell yet: it is held for the next step."""
         if self.held is not None:
             parts.insert(0, self.held)
             self.held = None
         e = _concat_edges(parts)
+        if not self.plan.leaves:
+            return e
         end, call = e["end"], e["call"]
         n = len(end)
         if n and not last and not end[-1]:
@@ -642,29 +669,28 @@ class _Chunk:
         end carries the call's duration and how it ended)."""
         local, ev, c = self.local, self.local.ev, self.c
         n = len(ev)
-        keep = np.zeros(n, dtype=bool)
-        depth = np.zeros(n, dtype=np.int64)
+        depth = self.base + local.slot.astype(np.int64)  # a call's stack position, both ends
+        flags = (ev.kind == F.EVENT_EXCEPTION).astype(np.uint32) * np.uint32(LEFT)
         duration = np.zeros(n, dtype=np.int64)
-        call = np.full(n, -1, dtype=np.int64)
-        flags = np.zeros(n, dtype=np.uint32)
-        calls, closed, ends = local.calls, c.closed, c.end_at
-        keep[calls] = self.kept
-        depth[calls] = self.depth
-        call[calls] = self.kept_id
-        keep[ends] = self.kept[closed]
-        depth[ends] = self.depth[closed]
-        duration[ends] = c.duration[closed]
-        call[ends] = self.kept_id[closed]
-        flags[ends] = np.where(ev.kind[ends] == F.EVENT_EXCEPTION, LEFT, 0)
+        duration[c.end_at] = c.duration[c.closed]
+        call = np.empty(n, dtype=np.int64)
+        call[local.calls] = self.kept_id
+        call[c.end_at] = self.kept_id[c.closed]
         lead = local.leading
         if len(lead):
-            keep[lead] = self.lead_kept
-            depth[lead] = self.lead_idx
             duration[lead] = self.lead_duration
             call[lead] = self.lead_kept_id
             flags[lead] = self.lead_flags
-        rows = np.flatnonzero(keep)
-        return _edge_rows(len(rows), ts=ev.ts[rows], function_id=ev.fid[rows],
+        if self.kept.all() and (not len(lead) or self.lead_kept.all()):
+            rows = slice(None)
+        else:
+            keep = np.empty(n, dtype=bool)
+            keep[local.calls] = self.kept
+            keep[c.end_at] = self.kept[c.closed]
+            if len(lead):
+                keep[lead] = self.lead_kept
+            rows = np.flatnonzero(keep)
+        return _edge_rows(len(depth[rows]), ts=ev.ts[rows], function_id=ev.fid[rows],
                           depth=depth[rows], end=~local.is_call[rows],
                           duration_ns=duration[rows], flags=flags[rows], call=call[rows],
                           seq=ev.seq[rows], detail=ev.detail[rows])
@@ -722,12 +748,15 @@ def _edge_rows(n: int, **columns: Any) -> dict[str, np.ndarray]:
     out = {}
     for name in EDGE_FIELDS:
         value = columns.get(name, F.NO_DETAIL_SEQ if name in ("detail", "return_detail") else 0)
-        out[name] = np.broadcast_to(np.asarray(value).astype(defaults[name]), (n,)).copy() \
-            if np.ndim(value) == 0 else np.asarray(value).astype(defaults[name])
+        out[name] = np.full(n, value, dtype=defaults[name]) if np.ndim(value) == 0 \
+            else np.asarray(value).astype(defaults[name], copy=False)
     return out
 
 
 def _concat_edges(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if len(p["ts"])] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
     return {name: np.concatenate([p[name] for p in parts]) for name in EDGE_FIELDS}
 
 
@@ -801,19 +830,29 @@ def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],
 def thread_steps(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor,
                  number: int | None = None, inside: bool = False) -> Iterator[Step]:
     """The Steps of one thread in order; `inside`: it may begin inside calls
-    (may_begin_inside_calls). With Plan.lookahead, a first walk learns the ends of the
+    (may_begin_inside_calls)."""
+    bounds = chunk_bounds(thread, plan.chunk_events)
+    walk = _start(thread, plan, pool, inside, number)
+    yield from _walk(walk, bounds, pool)
+
+
+def _start(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor, inside: bool,
+           number: int | None = None) -> ThreadWalk:
+    """The walk of a thread, ready for its first chunk: the calls it began inside found
+    first (when it may have), and with Plan.lookahead, a first walk for the ends of the
     calls that span chunks."""
     number = thread.id if number is None else number
     bounds = chunk_bounds(thread, plan.chunk_events)
     outer = outer_calls(thread, bounds, pool) if inside else []
     known = None
     if plan.lookahead:
-        first = ThreadWalk(thread, number, Plan(plan.filters, chunk_events=plan.chunk_events),
+        first = ThreadWalk(thread, number, Plan(plan.filters, done=False,
+                                                chunk_events=plan.chunk_events),
                            outer, learn=True)
         for _ in _walk(first, bounds, pool):
             pass
         known = first.learn
-    yield from _walk(ThreadWalk(thread, number, plan, outer, known), bounds, pool)
+    return ThreadWalk(thread, number, plan, outer, known)
 
 
 def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecutor
@@ -832,9 +871,16 @@ def _read_and_pair(thread: ThreadReader, a: int, b: int, wants: Wants
 
 def session_steps(session: SessionReader, threads: list[ThreadReader], plan: Plan,
                   pool: ThreadPoolExecutor) -> Iterator[Step]:
-    """The Steps of the threads, thread after thread."""
-    for t in threads:
-        yield from thread_steps(t, plan, pool, inside=may_begin_inside_calls(session, t))
+    """The Steps of the threads, thread after thread, the chunks ahead (of any thread)
+    paired by the other cores meanwhile."""
+    jobs = [(t, a, b) for t in threads for a, b in chunk_bounds(t, plan.chunk_events)]
+    wants = plan.wants()
+    work = [partial(_read_and_pair, t, a, b, wants) for t, a, b in jobs]
+    walk: ThreadWalk | None = None
+    for (t, a, b), (events, local) in zip(jobs, ahead(work, pool, depth=3)):
+        if walk is None or walk.thread is not t:
+            walk = _start(t, plan, pool, may_begin_inside_calls(session, t))
+        yield walk.advance(local, events, a, b, last=b == len(t))
 
 
 def worker_pool() -> ThreadPoolExecutor:

@@ -113,7 +113,7 @@ class Local:
     level: np.ndarray  # int32 per event: calls open after it, from 0 at the chunk's start
     slot: np.ndarray  # int32 per event: the stack position its call holds, from the start
     calls: np.ndarray  # int64: positions of the CALLs, in order
-    match: np.ndarray  # int64 per event: the other end of its call in the chunk, or -1
+    end: np.ndarray  # int64 per CALL: the position of the close that ends it, or -1
     parent: np.ndarray  # int64 per CALL: its parent's CALL position; < 0: the slot of the
     #                     call open before the chunk that it is in
     leading: np.ndarray  # positions of closes of calls open before the chunk, in order
@@ -141,54 +141,87 @@ class Wants:
 
 def pair(ev: Events, wants: Wants | None = None) -> Local:
     """The pairs of a chunk's events (CALLs and closes only: Events.pairable), and, with
-    `wants`, the columns of its calls."""
+    `wants`, the columns of its calls. One stable sort by slot: within a slot the events
+    alternate CALL, close, in time, so each CALL is right before its close; and the CALLs of
+    a slot come in runs of siblings (see _runs), which give the parents and the children's
+    time without a search."""
     n = len(ev)
     is_call = ev.kind == F.EVENT_CALL
     level = np.cumsum(is_call.view(np.int8), dtype=np.int32)
     level *= 2
     level -= np.arange(1, n + 1, dtype=np.int32)  # calls - closes so far
     slot = level - is_call
+    calls = np.flatnonzero(is_call)
+    k = len(calls)
     if n == 0:
         empty = np.zeros(0, np.int64)
-        local = Local(ev, is_call, level, slot, empty, empty, empty, empty, empty, 0, 0)
-    else:
-        lowest = min(0, int(level.min()))
-        span = int(slot.max()) - lowest + 1
-        key = slot - lowest
-        key = key.astype(np.uint16 if span < (1 << 16) else np.uint32)
-        order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
-        sorted_call = is_call[order]
-        # Within a slot the events alternate CALL, close: a CALL and then a close is a pair.
-        paired = sorted_call[:-1] & ~sorted_call[1:]
-        paired &= key[order[1:]] == key[order[:-1]]
-        at = np.flatnonzero(paired)
-        call_at, close_at = order[at], order[at + 1]
-        match = np.full(n, -1, dtype=np.int64)
-        match[call_at] = close_at
-        match[close_at] = call_at
-        mismatched = int(np.count_nonzero(ev.fid[call_at] != ev.fid[close_at]))
-        calls = np.flatnonzero(is_call)
-        unmatched = match < 0
-        local = Local(ev, is_call, level, slot, calls, match,
-                      _parents(order[sorted_call], is_call, unmatched, slot)[calls],
-                      np.flatnonzero(~is_call & unmatched), np.flatnonzero(is_call & unmatched),
-                      lowest, mismatched)
+        local = Local(ev, is_call, level, slot, calls, empty, empty, empty, empty, 0, 0)
+        if wants is not None:
+            local.c = _columns(local, wants, empty, empty, empty, empty)
+        return local
+    lowest = min(0, int(level.min()))
+    key = slot - lowest
+    key = key.astype(np.uint16 if int(key.max()) < (1 << 16) else np.uint32)
+    order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
+    sorted_call = is_call[order]
+    sorted_key = key[order]
+    # a CALL and then a close in the same slot: a pair
+    paired = sorted_call[:-1] & ~sorted_call[1:]
+    paired &= sorted_key[1:] == sorted_key[:-1]
+    at = np.flatnonzero(paired)
+    call_at, close_at = order[at], order[at + 1]
+    mismatched = int(np.count_nonzero(ev.fid[call_at] != ev.fid[close_at]))
+    rank = np.cumsum(is_call, dtype=np.int64)
+    rank -= 1  # a CALL's position among the CALLs
+    end = np.full(k, -1, dtype=np.int64)
+    end[rank[call_at]] = close_at
+    closes_paired = np.zeros(n, dtype=bool)
+    closes_paired[close_at] = True
+    leading = np.flatnonzero(~(is_call | closes_paired))
+    by_slot = order[sorted_call]  # the CALLs by slot, in order within each
+    parent, runs, run_parent = _runs(by_slot, is_call, closes_paired, slot, rank,
+                                     sorted_key[sorted_call].astype(np.int64) + lowest)
+    local = Local(ev, is_call, level, slot, calls, end, parent, leading, calls[end < 0],
+                  lowest, mismatched)
     if wants is not None:
-        local.c = _columns(local, wants)
+        local.c = _columns(local, wants, rank, by_slot, runs, run_parent)
     return local
 
 
-def _columns(local: Local, wants: Wants) -> CallColumns:
-    ev, calls, match = local.ev, local.calls, local.match
-    k, n = len(calls), len(local.is_call)
-    rank = np.cumsum(local.is_call) - 1
+def _runs(by_slot: np.ndarray, is_call: np.ndarray, closes_paired: np.ndarray,
+          slot: np.ndarray, rank: np.ndarray, by_slot_slot: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each CALL's parent (Local.parent, in the order of the CALLs), and the runs of
+    siblings: where each begins among `by_slot` (the CALLs grouped by slot, in time order
+    within each) and its parent. A call right after a CALL is that call's first child: a
+    run begins. One right after the close of a sibling has the sibling's parent (the call
+    before it in its slot). One right after a close of a call opened before the chunk, or
+    first in the chunk, begins a run in the call open before the chunk one slot down."""
+    prev = by_slot - 1
+    first = prev < 0
+    prev[first] = 0
+    after_call = is_call[prev] & ~first
+    starts = after_call | first | ~closes_paired[prev] & ~is_call[prev]
+    runs = np.flatnonzero(starts)
+    run_parent = by_slot_slot[runs] - 1  # the open call one slot down ...
+    own = after_call[runs]
+    run_parent[own] = by_slot[runs[own]] - 1  # ... or the CALL right before
+    which = np.cumsum(starts) - 1
+    parent = np.empty(len(by_slot), dtype=np.int64)
+    parent[rank[by_slot]] = run_parent[which]
+    return parent, runs, run_parent
+
+
+def _columns(local: Local, wants: Wants, rank: np.ndarray, by_slot: np.ndarray,
+             runs: np.ndarray, run_parent: np.ndarray) -> CallColumns:
+    ev, calls = local.ev, local.calls
+    k = len(calls)
     pc = local.parent
     inner = pc >= 0
-    prank = rank[np.maximum(pc, 0)]
+    prank = rank[np.maximum(pc, 0)] if k else np.zeros(0, np.int64)
     prank[~inner] = -1
-    # the level's lowest before a call: one down for each leading close before it
-    before = -np.searchsorted(local.leading, calls)
-    end = match[calls]
+    before = -np.searchsorted(local.leading, calls)  # one level down per leading close
+    end = local.end
     closed = np.flatnonzero(end >= 0)
     end_at = end[closed]
     start = ev.ts[calls]
@@ -196,20 +229,23 @@ def _columns(local: Local, wants: Wants) -> CallColumns:
     duration[closed] = (ev.ts[end_at] - start[closed]).view(np.int64)
     fid = ev.fid[calls]
     shown = ~member(fid, wants.hide)
-    # the time of the shown children that end in the chunk: to their parents in the chunk,
-    # and (by slot) to the calls open before it
-    c_dur = duration[closed]
+    # the time of the shown children that end in the chunk: a run of siblings at a time,
+    # to the parent of the run (a call of the chunk, or, by slot, one open before it)
+    counted = np.maximum(duration, 0)
     if wants.hide is not None:
-        c_dur = c_dur * shown[closed]
-    c_inner = inner[closed]
+        counted *= shown
     children = np.zeros(k, dtype=np.int64)
-    np.add.at(children, prank[closed][c_inner], c_dur[c_inner])
     outer_children = np.zeros(-local.lowest + 1, dtype=np.int64)
-    np.add.at(outer_children, -pc[closed][~c_inner] - 1, c_dur[~c_inner])
+    if len(runs):
+        sums = np.add.reduceat(counted[rank[by_slot]], runs)
+        to_call = run_parent >= 0
+        children[rank[run_parent[to_call]]] = sums[to_call]
+        np.add.at(outer_children, -run_parent[~to_call] - 1, sums[~to_call])
     marked = [_open_marks(local, member(fid, ids)) for ids in wants.marks]
-    return CallColumns(fid, start, local.slot[calls].astype(np.int64), inner, prank, before,
-                       closed, end_at, duration, children, outer_children, shown, marked,
-                       _nested_in_chunk(local, fid) if wants.nested else None,
+    slot = local.slot[calls].astype(np.int64)
+    return CallColumns(fid, start, slot, inner, prank, before, closed, end_at, duration,
+                       children, outer_children, shown, marked,
+                       _nested_in_chunk(local, fid, slot) if wants.nested else None,
                        rank[local.trailing])
 
 
@@ -218,34 +254,43 @@ def _open_marks(local: Local, own: np.ndarray) -> np.ndarray:
     out = own.copy()
     if own.any():
         inc = np.zeros(len(local.is_call), dtype=np.int32)
-        src = local.calls[own]
-        inc[src] = 1
-        ends = local.match[src]
+        inc[local.calls[own]] = 1
+        ends = local.end[own]
         inc[ends[ends >= 0]] = -1
         open_before = np.cumsum(inc) - inc
         out |= open_before[local.calls] > 0
     return out
 
 
-def _nested_in_chunk(local: Local, fid: np.ndarray) -> np.ndarray:
+def _nested_in_chunk(local: Local, fid: np.ndarray, slot: np.ndarray) -> np.ndarray:
     """Calls inside a call of the same function that began in the chunk: by function, in
-    order, one that began earlier and ends later (a running maximum of the ends)."""
+    order, one that began earlier and ends later (a running maximum of the ends). Only a
+    function called at more than one depth can be: the others are left out first."""
     k = len(fid)
     out = np.zeros(k, dtype=bool)
     if k < 2:
         return out
     distinct, dense = dense_ids(fid)
+    low = np.full(len(distinct), np.iinfo(np.int64).max)
+    high = np.full(len(distinct), np.iinfo(np.int64).min)
+    np.minimum.at(low, dense, slot)
+    np.maximum.at(high, dense, slot)
+    cand = np.flatnonzero((low != high)[dense])
+    if len(cand) < 2:
+        return out
+    dense = dense[cand]
     n = len(local.is_call)
-    end = local.match[local.calls]
+    begin = local.calls[cand]
+    end = local.end[cand]
     still_open = end < 0
-    end[still_open] = 2 * n - local.calls[still_open]  # ends after all; the outer later
+    end[still_open] = 2 * n - begin[still_open]  # ends after all; the outer later
     order = np.argsort(dense.astype(np.uint16 if len(distinct) < (1 << 16) else np.int64),
                        kind="stable")  # by function, then in order: a radix sort
     value = end[order] + dense[order] * (2 * n + 1)
     running = np.maximum.accumulate(value)
-    inside = np.zeros(k, dtype=bool)
+    inside = np.zeros(len(cand), dtype=bool)
     inside[1:] = running[:-1] > value[1:]
-    out[order] = inside
+    out[cand[order]] = inside
     return out
 
 
@@ -279,32 +324,6 @@ def dense_ids(fid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return ids, index[slot]
     ids, inverse = np.unique(fid, return_inverse=True)
     return ids, inverse.astype(np.int64)
-
-
-def _parents(calls_by_slot: np.ndarray, is_call: np.ndarray, unmatched: np.ndarray,
-             slot: np.ndarray) -> np.ndarray:
-    """Each CALL's parent (Local.parent), by position (other positions: anything).
-    `calls_by_slot` are the CALLs grouped by slot, in time order within each: a call right
-    after a CALL is that call's first child; one right after the close of a sibling has the
-    sibling's parent (the call before it in its slot); one right after a close of a call
-    opened before the chunk, or first in the chunk, is in the call open before the chunk one
-    slot down."""
-    n = len(is_call)
-    after_call = np.empty(n, dtype=bool)
-    after_call[0] = False
-    after_call[1:] = is_call[:-1]
-    anchor = np.empty(n, dtype=bool)
-    anchor[0] = True
-    anchor[1:] = unmatched[:-1]  # after a CALL (a first child) or a leading close
-    anchor |= after_call
-    value = slot - 1  # in the call open before the chunk one slot down, or right after its
-    value += after_call * (np.arange(-1, n - 1) - value)  # parent's CALL (no branches)
-    c = calls_by_slot
-    run = np.where(anchor[c], np.arange(len(c)), 0)
-    np.maximum.accumulate(run, out=run)
-    out = np.empty(n, dtype=np.int64)
-    out[c] = value[c[run]]
-    return out
 
 
 def mend(ev: Events, open_fids: list[int]) -> tuple[Events, np.ndarray, np.ndarray]:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     names = S.function_names(session)
     selection = call_filter(args)
     decoder = decoder_for(session, args)
-    plan = C.Plan(filters=selection.filters(session), edges=True)
+    plan = C.Plan(filters=selection.filters(session), edges=True, leaves=True, done=False)
 
     def blocks(thread: ThreadReader, pool: ThreadPoolExecutor) -> Iterator[dict]:
         for step in C.thread_steps(thread, plan, pool,

@@ -69,7 +69,7 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
     with C.worker_pool() as pool:
-        steps = selection.steps(session, C.Plan(edges=True), pool)
+        steps = selection.steps(session, C.Plan(edges=True, done=False), pool)
         for step, (named, packets, n) in C.pipelined(
                 steps, lambda st: (st, _step_packets(st, known, decoder)), pool):
             thread = step.thread

@@ -34,7 +34,7 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
         out.write(f'], "startValue": {ends[0] or 0}, "endValue": {ends[1] or 0}}}')
 
     with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(edges=True), pool):
+        for step in selection.steps(session, C.Plan(edges=True, done=False), pool):
             thread, e = step.thread, step.edges
             assert e is not None
             if thread is not current:
