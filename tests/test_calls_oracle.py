@@ -6,10 +6,13 @@ other kinds, cut into chunks of many sizes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from collections import defaultdict
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,11 +20,31 @@ import ada.atf as atf
 from ada.atf import format as F
 from ada.atf.writer import SessionWriter
 from ada.tracer.analysis import calls as C
+from ada.tracer.analysis import pairing
 from ada.tracer.analysis import replay as P
 from ada.tracer.analysis import report as R
 from stack_oracle import LEFT, NO_CALL, OPEN, pair_by_stack
 
 CALL, RETURN, EXCEPTION = F.EVENT_CALL, F.EVENT_RETURN, F.EVENT_EXCEPTION
+# Each chunk is paired by the C kernel (pairing.c) where it compiles, else with numpy: both
+# are held to the oracle.
+BACKENDS = ["c", "numpy"]
+
+
+@contextlib.contextmanager
+def backend(name: str):
+    """Pair with `name` ("c": the kernel, which must be there; "numpy")."""
+    old = os.environ.get("ADA_PAIRING")
+    os.environ["ADA_PAIRING"] = name
+    try:
+        if name == "c":
+            assert pairing._kernel() is not None, "the C kernel did not compile"
+        yield
+    finally:
+        if old is None:
+            del os.environ["ADA_PAIRING"]
+        else:
+            os.environ["ADA_PAIRING"] = old
 CHUNKS = [1, 2, 3, 5, 8, 64, 1 << 20]
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("ORACLE_EXAMPLES", 60)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -88,17 +111,19 @@ def engine_calls(session, chunk, filters=None):
     return C.thread_calls(session.threads[0], plan, session)
 
 
+@pytest.mark.parametrize("pairing_with", BACKENDS)
 @SETTINGS
 @given(thread_events())
-def test_the_calls_table_is_the_stack_pairing_at_any_chunk_size(events):
-    want = pair_by_stack(events, begins_inside=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        s = write_session(tmp, events)
-        for chunk in CHUNKS:
-            calls = engine_calls(s, chunk)
-            assert as_oracle(calls) == want, chunk
-            # numbered in the order met, densely; a parent is met before its calls
-            assert sorted(calls["call"].tolist()) == list(range(len(calls)))
+def test_the_calls_table_is_the_stack_pairing_at_any_chunk_size(pairing_with, events):
+    with backend(pairing_with):
+        want = pair_by_stack(events, begins_inside=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            s = write_session(tmp, events)
+            for chunk in CHUNKS:
+                calls = engine_calls(s, chunk)
+                assert as_oracle(calls) == want, chunk
+                # numbered in the order met, densely; a parent is met before its calls
+                assert sorted(calls["call"].tolist()) == list(range(len(calls)))
 
 
 def oracle_selected(calls: dict, within=None, hide=None, max_depth=None, start=None,
@@ -150,32 +175,40 @@ def oracle_stats(calls: dict) -> dict:
     return {f: tuple(v) for f, v in out.items()}
 
 
+@pytest.mark.parametrize("pairing_with", BACKENDS)
 @SETTINGS
 @given(thread_events(), st.data())
-def test_report_figures_with_filters(events, data):
+def test_report_figures_with_filters(pairing_with, events, data):
     """Calls, total (a recursion once), self (hidden callees count as the caller's own),
-    min and max per function, under -F, -N, -D, -t and a time window, at any chunk size."""
-    ids = st.sets(st.integers(0, 5), min_size=1, max_size=2)
-    last = events[-1][0]
-    options = {"within": data.draw(st.none() | ids), "hide": data.draw(st.none() | ids),
-               "max_depth": data.draw(st.none() | st.integers(0, 4)),
-               "start": data.draw(st.none() | st.integers(0, last)),
-               "end": data.draw(st.none() | st.integers(0, last)),
-               "min_duration": data.draw(st.none() | st.integers(0, 6))}
-    chunk = data.draw(st.sampled_from(CHUNKS))
-    want = oracle_stats(oracle_selected(pair_by_stack(events, begins_inside=True), **options))
-    filters = C.Filters(
-        within=None if options["within"] is None else np.array(sorted(options["within"]),
-                                                                 np.uint64),
-        hide=None if options["hide"] is None else np.array(sorted(options["hide"]), np.uint64),
-        max_depth=options["max_depth"], start_ns=options["start"], end_ns=options["end"],
-        min_duration_ns=options["min_duration"])
-    with tempfile.TemporaryDirectory() as tmp:
-        s = write_session(tmp, events)
-        stats = R.function_stats(engine_calls(s, chunk, filters))
-    got = {int(r["function_id"]): (int(r["calls"]), int(r["total_ns"]), int(r["self_ns"]),
-                                   int(r["min_ns"]), int(r["max_ns"])) for r in stats}
-    assert got == want
+    min and max per function, under -F, -N, -D, -t and a time window (or none), at any chunk
+    size, counted as `ada report` counts them."""
+    with backend(pairing_with):
+        ids = st.sets(st.integers(0, 5), min_size=1, max_size=2)
+        last = events[-1][0]
+        options = {"within": data.draw(st.none() | ids), "hide": data.draw(st.none() | ids),
+                   "max_depth": data.draw(st.none() | st.integers(0, 4)),
+                   "start": data.draw(st.none() | st.integers(0, last)),
+                   "end": data.draw(st.none() | st.integers(0, last)),
+                   "min_duration": data.draw(st.none() | st.integers(0, 6))}
+        chunk = data.draw(st.sampled_from(CHUNKS))
+        want = oracle_stats(oracle_selected(pair_by_stack(events, begins_inside=True), **options))
+        filters = C.Filters(
+            within=None if options["within"] is None else np.array(sorted(options["within"]),
+                                                                     np.uint64),
+            hide=None if options["hide"] is None else np.array(sorted(options["hide"]), np.uint64),
+            max_depth=options["max_depth"], start_ns=options["start"], end_ns=options["end"],
+            min_duration_ns=options["min_duration"])
+        with tempfile.TemporaryDirectory() as tmp:
+            s = write_session(tmp, events)
+            # as `ada report` counts: the kernel's figures where nothing is filtered
+            plan = C.Plan(filters, nested=True, columns=R.COLUMNS, stats=True,
+                          chunk_events=chunk)
+            with C.worker_pool() as pool:
+                stats = R.merge_stats([R.step_stats(step) for step in C.thread_steps(
+                    s.threads[0], plan, pool, inside=True)])
+        got = {int(r["function_id"]): (int(r["calls"]), int(r["total_ns"]), int(r["self_ns"]),
+                                       int(r["min_ns"]), int(r["max_ns"])) for r in stats}
+        assert got == want
 
 
 def oracle_paths(calls: dict) -> dict:
@@ -193,28 +226,30 @@ def oracle_paths(calls: dict) -> dict:
     return {k: tuple(v) for k, v in out.items()}
 
 
+@pytest.mark.parametrize("pairing_with", BACKENDS)
 @SETTINGS
 @given(thread_events(), st.sampled_from(CHUNKS))
-def test_graph_paths(events, chunk):
-    want = oracle_paths(pair_by_stack(events, begins_inside=True))
-    with tempfile.TemporaryDirectory() as tmp:
-        s = write_session(tmp, events)
-        table = C.PathTable()
-        with C.worker_pool() as pool:
-            for step in C.thread_steps(s.threads[0], C.Plan(paths=[table], chunk_events=chunk),
-                                       pool, inside=True):
-                table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
-                          step.done["self_ns"].view(np.int64))
-    got = {}
-    for p in range(len(table)):
-        chain, q = [], p
-        while q >= 0:
-            chain.append(table.fids[q])
-            q = table.up[q]
-        if table.calls[p]:
-            got[tuple(reversed(chain))] = (int(table.calls[p]), int(table.total_ns[p]),
-                                           int(table.self_ns[p]))
-    assert got == want
+def test_graph_paths(pairing_with, events, chunk):
+    with backend(pairing_with):
+        want = oracle_paths(pair_by_stack(events, begins_inside=True))
+        with tempfile.TemporaryDirectory() as tmp:
+            s = write_session(tmp, events)
+            table = C.PathTable()
+            with C.worker_pool() as pool:
+                for step in C.thread_steps(s.threads[0], C.Plan(paths=[table], chunk_events=chunk),
+                                           pool, inside=True):
+                    table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
+                              step.done["self_ns"].view(np.int64))
+        got = {}
+        for p in range(len(table)):
+            chain, q = [], p
+            while q >= 0:
+                chain.append(table.fids[q])
+                q = table.up[q]
+            if table.calls[p]:
+                got[tuple(reversed(chain))] = (int(table.calls[p]), int(table.total_ns[p]),
+                                               int(table.self_ns[p]))
+        assert got == want
 
 
 def oracle_lines(events: list) -> list:
@@ -235,21 +270,23 @@ def oracle_lines(events: list) -> list:
     return lines
 
 
+@pytest.mark.parametrize("pairing_with", BACKENDS)
 @SETTINGS
 @given(thread_events(max_actions=80), st.sampled_from(CHUNKS))
-def test_replay_lines(events, chunk):
+def test_replay_lines(pairing_with, events, chunk):
     """Every line of a thread's replay, in order: depth, function, opening/closing/single,
     duration, and how the call ended."""
-    with tempfile.TemporaryDirectory() as tmp:
-        s = write_session(tmp, events)
-        plan = C.Plan(edges=True, leaves=True, chunk_events=chunk)
-        got = []
-        with C.worker_pool() as pool:
-            for step in C.thread_steps(s.threads[0], plan, pool, inside=True):
-                b = P.lines_of(step)
-                shown = b["close"] | b["leaf"]
-                got += list(zip(b["depth"].tolist(), b["function_id"].tolist(),
-                                b["close"].tolist(), b["leaf"].tolist(),
-                                np.where(shown, b["duration_ns"], 0).tolist(),
-                                np.where(shown, b["flags"], 0).tolist()))
-    assert got == oracle_lines(events)
+    with backend(pairing_with):
+        with tempfile.TemporaryDirectory() as tmp:
+            s = write_session(tmp, events)
+            plan = C.Plan(edges=True, leaves=True, chunk_events=chunk)
+            got = []
+            with C.worker_pool() as pool:
+                for step in C.thread_steps(s.threads[0], plan, pool, inside=True):
+                    b = P.lines_of(step)
+                    shown = b["close"] | b["leaf"]
+                    got += list(zip(b["depth"].tolist(), b["function_id"].tolist(),
+                                    b["close"].tolist(), b["leaf"].tolist(),
+                                    np.where(shown, b["duration_ns"], 0).tolist(),
+                                    np.where(shown, b["flags"], 0).tolist()))
+        assert got == oracle_lines(events)

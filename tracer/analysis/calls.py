@@ -30,6 +30,7 @@ function).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -91,15 +92,17 @@ class Calls:
 
     @classmethod
     def concatenate(cls, parts: list["Calls"]) -> "Calls":
+        """Tables as one (of the columns they all have: Plan.columns)."""
+        parts = [p for p in parts if len(p)] or parts[:1]
         if not parts:
             return cls.zeros()
         if len(parts) == 1:
             return parts[0]
-        return cls({name: np.concatenate([p.columns[name] for p in parts])
-                    for name in CALL.names})
+        names = [n for n in parts[0].columns if all(n in p.columns for p in parts)]
+        return cls({name: np.concatenate([p.columns[name] for p in parts]) for name in names})
 
     def __len__(self) -> int:
-        return len(self.columns["thread"])
+        return len(next(iter(self.columns.values()))) if self.columns else 0
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
@@ -149,6 +152,8 @@ class Plan:
     paths: list[PathTable] = field(default_factory=list)
     nested: bool = False  # Calls.nested: a call made inside one of the same function
     done: bool = True  # Step.done: the timeline views (edges) need no table
+    columns: tuple[str, ...] | None = None  # of Step.done (None: all of CALL)
+    stats: bool = False  # Step.own: report's figures of the chunk's own calls, by the kernel
     leaves: bool = False  # edges say which calls have no selected children (the replay)
     chunk_events: int = CHUNK_EVENTS
 
@@ -158,7 +163,13 @@ class Plan:
         f = self.filters
         marks = [m for m in (f.within, f.hide) if m is not None]
         marks += [t.roots for t in self.paths if t.roots is not None]
-        return Wants(marks, f.hide, self.nested)
+        return Wants(marks, f.hide, self.nested, self.stats and not self.filtered)
+
+    @property
+    def filtered(self) -> bool:
+        f = self.filters
+        return any(x is not None for x in (f.within, f.hide, f.max_depth, f.start_ns, f.end_ns,
+                                           f.min_duration_ns))
 
     @property
     def lookahead(self) -> bool:
@@ -233,6 +244,10 @@ class Step:
     parts: list[Callable[[], tuple["Calls", list[np.ndarray]]]]
     edges: dict[str, np.ndarray] | None = None
     problems: "Problems | None" = None  # on a thread's last step
+    # Plan.stats: the figures of the calls that began and ended in the chunk, by function
+    # ((function_ids, int64 (5, functions): calls, total, self, min, max)), made when asked;
+    # `done` then holds the others
+    own: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
     _made: tuple["Calls", list[np.ndarray]] | None = None
 
     def _make(self) -> tuple["Calls", list[np.ndarray]]:
@@ -392,8 +407,8 @@ class ThreadWalk:
         if f.end_ns is not None:
             kept &= start <= np.uint64(f.end_ns)
         if f.min_duration_ns is not None:
-            if duration is None:
-                duration = np.full(len(ids), -1, dtype=np.int64)
+            duration = np.full(len(ids), -1, dtype=np.int64) if duration is None \
+                else duration.copy()
             if self.ahead is not None:
                 unknown = np.flatnonzero(duration < 0)
                 for i in unknown.tolist():
@@ -416,7 +431,8 @@ class ThreadWalk:
             local = pair(mended, self.plan.wants())
         parts = _Chunk(self, local, base)
         done: list[Callable[[], tuple[Calls, list[np.ndarray]]]] = []
-        if self.plan.done:
+        own = parts.own_stats if parts.c.stats is not None else None
+        if self.plan.done and own is None:
             done.append(parts.pairs)  # made by whoever uses the step
         leading = parts.leading()
         done.append(lambda: leading)
@@ -432,7 +448,7 @@ class ThreadWalk:
         self.next_id += len(local.calls)
         return Step(self.thread, a, b, events, done,
                     self._timeline(edges, last) if self.plan.edges else None,
-                    self.problems if last else None)
+                    self.problems if last else None, own)
 
     def _timeline(self, parts: list[dict[str, np.ndarray]], last: bool
                   ) -> dict[str, np.ndarray]:
@@ -520,12 +536,8 @@ class _Chunk:
         self.c = c
         k = len(c.fid)
         self.k = k
+        self.first_id = walk.next_id
         self.depth = base + c.slot
-        # the open call each is in, for those whose parent is not a call of the chunk (-1:
-        # none, when the chunk begins a thread); 0 for the others (not used)
-        self.cidx = np.where(c.inner, 0, base + local.parent)
-        self.remaining = base + c.before  # the open calls it is in: [0, remaining)
-        self.ids = walk.next_id + np.arange(k, dtype=np.int64)
         marks = iter(c.marked)
         self.within = self._inherit(next(marks), st["within"]) if f.within is not None \
             else None
@@ -535,17 +547,54 @@ class _Chunk:
         self.nested = self._nested()
         visible = ~self.hidden if self.hidden is not None else np.ones(k, dtype=bool)
         self.kept = walk._kept(visible, self.within if self.within is not None else visible,
-                               self.depth, c.start, self.ids, c.duration.copy())
-        # numbers of the selected calls (a call not selected has its predecessor's: unused)
-        self.kept_id = np.cumsum(self.kept)
-        count = int(self.kept_id[-1]) if k else 0
-        self.kept_id += walk.next_kept - 1
-        walk.next_kept += count
-        self.parent = self._parents()
+                               self.depth, c.start, self.ids, c.duration)
+        self.first_kept = walk.next_kept
+        walk.next_kept += int(np.count_nonzero(self.kept))
+        # the number of the call each is in, where that is an open call (read now: the open
+        # calls change with the next chunk); the chunk's own parents are made when asked
+        self.outer = np.flatnonzero(~c.inner & (self.cidx >= 0)) if base else \
+            np.zeros(0, np.int64)
+        idx = self.cidx[self.outer]
+        self.outer_parent = np.where(st["kept"][idx], st["kept_id"][idx], -1)
         self.paths = [self._paths(t, i) for i, t in enumerate(walk.plan.paths)]
         if base:  # the time of the chunk's shown children of the open calls
             slots = np.flatnonzero(c.outer_children)
             st["children"][base - 1 - slots] += c.outer_children[slots]
+
+    @functools.cached_property
+    def ids(self) -> np.ndarray:
+        """The calls' numbers in their thread, selected or not (ThreadWalk.next_id)."""
+        return self.first_id + np.arange(self.k, dtype=np.int64)
+
+    @functools.cached_property
+    def remaining(self) -> np.ndarray:
+        """The open calls each call is in: [0, remaining)."""
+        return self.base + self.c.before
+
+    @functools.cached_property
+    def cidx(self) -> np.ndarray:
+        """The open call each is in, for those whose parent is not a call of the chunk (-1:
+        none, when the chunk begins a thread); 0 for the others (not used)."""
+        return np.where(self.c.inner, 0, self.base + self.local.parent)
+
+    @functools.cached_property
+    def kept_id(self) -> np.ndarray:
+        """Numbers of the selected calls (a call not selected has its predecessor's:
+        unused)."""
+        out = np.cumsum(self.kept)
+        out += self.first_kept - 1
+        return out
+
+    @functools.cached_property
+    def parent(self) -> np.ndarray:
+        """The number of the call each was made in, if selected, else -1."""
+        c = self.c
+        parent = np.full(self.k, -1, dtype=np.int64)
+        inner = np.flatnonzero(c.inner)
+        up = c.prank[inner]
+        parent[inner] = np.where(self.kept[up], self.kept_id[up], -1)
+        parent[self.outer] = self.outer_parent
+        return parent
 
     def _inherit(self, in_chunk: np.ndarray, carried: np.ndarray) -> np.ndarray:
         """Marks of the chunk's calls (their own, or of a call of the chunk they are in)
@@ -562,25 +611,34 @@ class _Chunk:
         c = self.c
         if c.nested is None:
             return None
-        if not self.base:
+        if not self.base or not self.k:
             return c.nested
         st = self.walk.open
         distinct, first = np.unique(st["fid"][:self.base], return_index=True)
+        if c.functions is not None and c.fnum is not None:  # by the chunk's function numbers
+            at = np.minimum(np.searchsorted(c.functions, distinct), len(c.functions) - 1)
+            hit = c.functions[at] == distinct
+            if not hit.any():
+                return c.nested
+            lowest = np.full(len(c.functions), np.iinfo(np.int64).max)
+            lowest[at[hit]] = first[hit]
+            return c.nested | (lowest[c.fnum] < self.remaining)
         at = np.minimum(np.searchsorted(distinct, c.fid), len(distinct) - 1)
         return c.nested | ((distinct[at] == c.fid) & (first[at] < self.remaining))
 
-    def _parents(self) -> np.ndarray:
-        """The number of the call each was made in, if selected, else -1."""
-        c, st = self.c, self.walk.open
-        parent = np.full(self.k, -1, dtype=np.int64)
-        inner = np.flatnonzero(c.inner)
-        up = c.prank[inner]
-        parent[inner] = np.where(self.kept[up], self.kept_id[up], -1)
-        if self.base:
-            outer = np.flatnonzero(~c.inner & (self.cidx >= 0))  # (inner ones: 0, skipped)
-            idx = self.cidx[outer]
-            parent[outer] = np.where(st["kept"][idx], st["kept_id"][idx], -1)
-        return parent
+    def own_stats(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel's figures of the chunk's own calls (pairing.CallColumns.stats), less
+        the total time of those inside an open call of the same function from before the
+        chunk (the kernel saw only the chunk's)."""
+        c = self.c
+        assert c.stats is not None and c.fnum is not None and c.functions is not None
+        stats = c.stats
+        if self.nested is not None and self.nested is not c.nested:
+            extra = c.closed[(self.nested & ~c.nested)[c.closed]]
+            if len(extra):
+                stats = stats.copy()
+                np.subtract.at(stats[1], c.fnum[extra], c.duration[extra])
+        return c.functions, stats
 
     def _paths(self, table: PathTable, i: int) -> np.ndarray:
         """Each call's path in `table` (-1: none), a depth level at a time (a call's parent
@@ -615,7 +673,8 @@ class _Chunk:
         return out
 
     def pairs(self) -> tuple[Calls, list[np.ndarray]]:
-        """The selected calls that began and ended in the chunk."""
+        """The selected calls that began and ended in the chunk (the columns the plan
+        asks for)."""
         c, ev = self.c, self.local.ev
         rows = c.closed
         end_at = c.end_at
@@ -623,14 +682,24 @@ class _Chunk:
             sel = self.kept[rows]
             rows, end_at = rows[sel], end_at[sel]
         dur = c.duration[rows]
-        self_ns = dur - c.children[rows]
-        np.maximum(self_ns, 0, out=self_ns)
-        flags = (ev.kind[end_at] == F.EVENT_EXCEPTION).astype(np.uint32) * np.uint32(LEFT)
-        table = _table(self.walk.number, self.kept_id[rows], c.fid[rows],
-                       ev.seq[self.local.calls[rows]], ev.seq[end_at], c.start[rows],
-                       ev.ts[end_at], dur, self_ns, self.depth[rows], self.parent[rows], flags,
-                       self.nested[rows] if self.nested is not None else False)
-        return table, [p[rows] for p in self.paths]
+        made = {
+            "thread": lambda: np.full(len(rows), self.walk.number, np.uint32),
+            "call": lambda: self.kept_id[rows],
+            "function_id": lambda: c.fid[rows],
+            "call_seq": lambda: ev.seq[self.local.calls[rows]],
+            "return_seq": lambda: ev.seq[end_at],
+            "start_ns": lambda: c.start[rows],
+            "end_ns": lambda: ev.ts[end_at],
+            "duration_ns": lambda: dur.view(np.uint64),
+            "self_ns": lambda: np.maximum(dur - c.children[rows], 0).view(np.uint64),
+            "depth": lambda: self.depth[rows].astype(np.uint32),
+            "parent": lambda: self.parent[rows],
+            "flags": lambda: (ev.kind[end_at] == F.EVENT_EXCEPTION).astype(np.uint32)
+            * np.uint32(LEFT),
+            "nested": lambda: self.nested[rows] if self.nested is not None
+            else np.zeros(len(rows), bool)}
+        names = self.walk.plan.columns or CALL.names
+        return Calls({name: made[name]() for name in names}), [p[rows] for p in self.paths]
 
     def leading(self) -> tuple[Calls, list[np.ndarray]]:
         """The open calls the chunk's leading closes end (innermost first)."""

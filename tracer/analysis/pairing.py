@@ -22,7 +22,18 @@ function not open at all had its CALL before the recording (or lost).
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +111,9 @@ class CallColumns:
     marked: list[np.ndarray]  # per set of functions: its own is one, or one it is in (chunk)
     nested: np.ndarray | None  # bool: inside a call of the same function (in the chunk)
     trailing: np.ndarray  # int64: ranks of the calls still open at the end
+    fnum: np.ndarray | None = None  # int64: its function's number in `functions` (Wants.nested)
+    functions: np.ndarray | None = None  # uint64: the chunk's functions, by number
+    stats: np.ndarray | None = None  # int64 (5, functions): Wants.stats, by the kernel
 
 
 @dataclass
@@ -132,19 +146,30 @@ class Local:
 class Wants:
     """What pair() works out besides the pairs: marks by sets of functions (calls.Filters'
     within and hide, call paths' roots), the shown children's time (without `hide`), and
-    recursion (`nested`)."""
+    recursion (`nested`); with `stats` (and no marks or hidden functions), report's figures
+    of the calls that begin and end in the chunk, by function (the kernel only)."""
 
     marks: list[np.ndarray] = field(default_factory=list)
     hide: np.ndarray | None = None
     nested: bool = False
+    stats: bool = False  # report's figures of the calls that begin and end in the chunk
 
 
 def pair(ev: Events, wants: Wants | None = None) -> Local:
     """The pairs of a chunk's events (CALLs and closes only: Events.pairable), and, with
-    `wants`, the columns of its calls. One stable sort by slot: within a slot the events
-    alternate CALL, close, in time, so each CALL is right before its close; and the CALLs of
-    a slot come in runs of siblings (see _runs), which give the parents and the children's
-    time without a search."""
+    `wants`, the columns of its calls: by the C kernel (pairing.c, one pass with a stack)
+    where it could be compiled, else on whole columns with numpy (pair_columns)."""
+    kernel = _kernel()
+    if kernel is not None:
+        return _pair_with_kernel(kernel, ev, wants or Wants())
+    return pair_columns(ev, wants)
+
+
+def pair_columns(ev: Events, wants: Wants | None = None) -> Local:
+    """pair() in numpy. One stable sort by slot: within a slot the events alternate CALL,
+    close, in time, so each CALL is right before its close; and the CALLs of a slot come in
+    runs of siblings (see _runs), which give the parents and the children's time without a
+    search."""
     n = len(ev)
     is_call = ev.kind == F.EVENT_CALL
     level = np.cumsum(is_call.view(np.int8), dtype=np.int32)
@@ -185,6 +210,111 @@ def pair(ev: Events, wants: Wants | None = None) -> Local:
                   lowest, mismatched)
     if wants is not None:
         local.c = _columns(local, wants, rank, by_slot, runs, run_parent)
+    return local
+
+
+KERNEL_SOURCE = Path(__file__).with_name("pairing.c")
+
+
+@functools.lru_cache(maxsize=None)
+def _load_kernel(source_digest: str) -> Any:
+    """The compiled kernel (ctypes), compiled once per machine into the user's cache
+    directory with the system's C compiler ($CC, cc or gcc); None when that cannot be."""
+    if not source_digest:
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ada"
+    library = cache / f"pairing-{source_digest}.so"
+    if not library.exists():
+        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            return None
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as work:
+                built = Path(work) / library.name
+                done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built),
+                                       str(KERNEL_SOURCE)], capture_output=True, timeout=120)
+                if done.returncode != 0:
+                    return None
+                os.replace(built, library)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    try:
+        lib = ctypes.CDLL(str(library))
+    except OSError:
+        return None
+    p = ctypes.c_void_p
+    lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, ctypes.c_int64, p] + [p] * 16
+    lib.ada_pair.restype = None
+    return lib.ada_pair
+
+
+def _kernel() -> Any:
+    """The C kernel, unless ADA_PAIRING=numpy says not to (or it cannot be had)."""
+    if os.environ.get("ADA_PAIRING") == "numpy":
+        return None
+    return _load_kernel(_source_digest())
+
+
+@functools.lru_cache(maxsize=None)
+def _source_digest() -> str:
+    """The kernel's name in the cache: its source, the platform and the machine."""
+    if not KERNEL_SOURCE.exists():
+        return ""
+    return hashlib.sha1(KERNEL_SOURCE.read_bytes() + sys.platform.encode() +
+                        platform.machine().encode()).hexdigest()[:16]
+
+
+def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
+    n = len(ev)
+    kind = np.ascontiguousarray(ev.kind, dtype=np.uint32)
+    fid = np.ascontiguousarray(ev.fid, dtype=np.uint64)
+    ts = np.ascontiguousarray(ev.ts, dtype=np.uint64)
+    is_call = kind == F.EVENT_CALL
+    calls = np.flatnonzero(is_call)
+    k = len(calls)
+    fid_c = fid[calls]
+    dense = distinct = numbers = stats = None
+    nf = 0
+    if (wants.nested or wants.stats) and k:
+        distinct, numbers = dense_ids(fid_c)
+        dense, nf = numbers.astype(np.int32), len(distinct)
+    if wants.stats and not wants.marks and wants.hide is None:
+        stats = np.empty((5, max(nf, 1)), np.int64)
+    hidden = member(fid_c, wants.hide).astype(np.uint8) if wants.hide is not None else None
+    level = np.empty(n, np.int32)
+    slot = np.empty(n, np.int32)
+    out = {name: np.empty(k, np.int64) for name in ("calls", "end", "parent", "prank",
+                                                     "before", "duration", "children")}
+    nested = np.empty(k, np.uint8)
+    leading = np.empty(n, np.int64)
+    outer_children = np.empty(n + 1, np.int64)
+    stack = np.empty(max(n, 1), np.int64)
+    count = np.empty(max(nf, 1), np.int32)
+    result = np.zeros(5, np.int64)
+
+    def ptr(a: np.ndarray | None) -> Any:
+        return None if a is None else a.ctypes.data
+
+    kernel(n, ptr(kind), ptr(fid), ptr(ts), ptr(dense), nf, ptr(hidden), ptr(level),
+           ptr(slot), ptr(out["calls"]), ptr(out["end"]), ptr(out["parent"]),
+           ptr(out["prank"]), ptr(out["before"]), ptr(out["duration"]), ptr(out["children"]),
+           ptr(nested), ptr(leading), ptr(outer_children), ptr(stack), ptr(count),
+           ptr(stats if k else None), ptr(result))
+    _, n_lead, open_at_end, lowest, mismatched = (int(x) for x in result)
+    end = out["end"]
+    local = Local(ev, is_call, level, slot, calls, end, out["parent"], leading[:n_lead],
+                  calls[stack[:open_at_end]], lowest, mismatched)
+    closed = np.flatnonzero(end >= 0)
+    prank = out["prank"]
+    local.c = CallColumns(
+        fid_c, ts[calls], slot[calls].astype(np.int64), prank >= 0, prank, out["before"],
+        closed, end[closed], out["duration"], out["children"],
+        outer_children[:-lowest + 1], hidden == 0 if hidden is not None else np.ones(k, bool),
+        [_open_marks(local, member(fid_c, ids)) for ids in wants.marks],
+        nested.view(bool) if wants.nested or stats is not None else None,
+        stack[:open_at_end].copy(), numbers, distinct,
+        stats[:, :nf] if stats is not None and k else None)
     return local
 
 
@@ -243,10 +373,11 @@ def _columns(local: Local, wants: Wants, rank: np.ndarray, by_slot: np.ndarray,
         np.add.at(outer_children, -run_parent[~to_call] - 1, sums[~to_call])
     marked = [_open_marks(local, member(fid, ids)) for ids in wants.marks]
     slot = local.slot[calls].astype(np.int64)
+    functions, fnum = dense_ids(fid) if wants.nested else (None, None)
     return CallColumns(fid, start, slot, inner, prank, before, closed, end_at, duration,
                        children, outer_children, shown, marked,
                        _nested_in_chunk(local, fid, slot) if wants.nested else None,
-                       rank[local.trailing])
+                       rank[local.trailing], fnum, functions)
 
 
 def _open_marks(local: Local, own: np.ndarray) -> np.ndarray:

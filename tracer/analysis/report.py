@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calls import Calls, dense_ids
+from .calls import Calls, Step, dense_ids
 
 STATS = np.dtype([
     ("function_id", "<u8"),
@@ -23,6 +23,7 @@ STATS = np.dtype([
 ])
 
 SORT_KEYS = ("total", "self", "calls", "avg", "min", "max", "name")
+COLUMNS = ("function_id", "duration_ns", "self_ns", "nested")  # of the calls function_stats reads
 
 
 def function_stats(calls: Calls) -> np.ndarray:
@@ -42,6 +43,20 @@ def function_stats(calls: Calls) -> np.ndarray:
     np.minimum.at(out["min_ns"], dense, duration)
     np.maximum.at(out["max_ns"], dense, duration)
     return out
+
+
+def step_stats(step: Step) -> np.ndarray:
+    """The stats of the calls that ended in a step of the walk (calls.Plan(stats=True): the
+    kernel's figures of the chunk's own calls, with those of the others)."""
+    parts = [function_stats(step.done)]
+    if step.own is not None:
+        functions, own = step.own()
+        rows = np.zeros(len(functions), dtype=STATS)
+        rows["function_id"] = functions
+        for i, name in enumerate(("calls", "total_ns", "self_ns", "min_ns", "max_ns")):
+            rows[name] = own[i]
+        parts.append(rows[rows["calls"] > 0])
+    return merge_stats(parts)
 
 
 def merge_stats(parts: list[np.ndarray]) -> np.ndarray:

@@ -85,8 +85,9 @@ def stats_by_thread(session: SessionReader, selection: CallFilter
     core, merged)."""
     parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
     with C.worker_pool() as pool:
-        steps = selection.steps(session, C.Plan(nested=True), pool)
-        for step, stats in C.pipelined(steps, lambda s: (s, R.function_stats(s.done)), pool):
+        steps = selection.steps(session, C.Plan(nested=True, columns=R.COLUMNS, stats=True),
+                                pool)
+        for step, stats in C.pipelined(steps, lambda s: (s, R.step_stats(s)), pool):
             parts.setdefault(step.thread.id, (step.thread, []))[1].append(stats)
             say_problems("report", step)
     return [(t, R.merge_stats(p)) for t, p in parts.values()]

@@ -30,7 +30,8 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
                           "args": {"name": process_name}}))
     count, named = 0, set()
     with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(), pool):
+        for step in selection.steps(session, C.Plan(columns=(
+                "function_id", "start_ns", "duration_ns", "flags")), pool):
             tid, calls = step.thread.thread_id, step.done
             calls = calls[(calls["flags"] & C.ORPHAN) == 0]  # they cannot nest
             if tid not in named:

@@ -26,7 +26,7 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     names = function_names(session)
     table = C.PathTable()
     with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(paths=[table]), pool):
+        for step in selection.steps(session, C.Plan(paths=[table], columns=("duration_ns", "self_ns")), pool):
             table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
                       step.done["self_ns"].view(np.int64))
             seen(step)
