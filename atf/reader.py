@@ -293,6 +293,30 @@ class IndexReader:
         before = _r2_steps(self.read_raw(block * step, a))
         return int(starts[block]) + int(before.sum()) + lift
 
+    def view(self, a: int, b: int) -> np.ndarray:
+        """Events [a, b) as a view of the mapped file (revision 1; revision 2: read()). No
+        copy: give the pages back with release(a, b) once done with them."""
+        if self.revision != F.REVISION_1:
+            return self.read(a, b)
+        return self.events[max(0, a):min(b, self._count)]
+
+    def release(self, a: int, b: int) -> None:
+        """Let the pages of events [a, b) go from this process's memory (they stay in the
+        page cache; reading them again maps them again): a reader that goes through a large
+        file a chunk at a time then holds only the chunks it works on."""
+        mm = self._file._mm
+        if mm is None or self.revision != F.REVISION_1 or not hasattr(mm, "madvise"):
+            return
+        page = mmap.PAGESIZE
+        start = (self.events_offset + max(0, a) * F.INDEX_EVENT_SIZE) // page * page
+        stop = min(self.events_offset + min(b, self._count) * F.INDEX_EVENT_SIZE,
+                   self._file.size)
+        if stop > start:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
+            except (OSError, ValueError):
+                pass  # only memory is at stake
+
     def read_raw(self, a: int, b: int) -> np.ndarray:
         """Events [a, b) as stored (revision 1 or 2 records), copied from the file."""
         a, b = max(0, a), min(b, self._count)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -417,7 +418,7 @@ class ThreadWalk:
         return kept
 
     def advance(self, local: Local, events: Events, a: int, b: int, last: bool) -> Step:
-        """The Step of the next chunk: `local` its pairing (pair(events.pairable()))."""
+        """The Step of the next chunk: `local` its pairing (pair(events))."""
         st = self.open
         base = st.n
         n_lead = -local.lowest
@@ -446,9 +447,12 @@ class ThreadWalk:
             done.append(lambda: (table, paths))
             edges.append(ends)
         self.next_id += len(local.calls)
-        return Step(self.thread, a, b, events, done,
+        step = Step(self.thread, a, b, events, done,
                     self._timeline(edges, last) if self.plan.edges else None,
                     self.problems if last else None, own)
+        # the chunk's pages of the mapped file go once nothing holds the step
+        weakref.finalize(step, self.thread.index.release, a, b)
+        return step
 
     def _timeline(self, parts: list[dict[str, np.ndarray]], last: bool
                   ) -> dict[str, np.ndarray]:
@@ -588,12 +592,21 @@ class _Chunk:
     @functools.cached_property
     def parent(self) -> np.ndarray:
         """The number of the call each was made in, if selected, else -1."""
+        return self.parent_of(np.arange(self.k))
+
+    def parent_of(self, rows: np.ndarray) -> np.ndarray:
+        """`parent` of some calls (by rank)."""
         c = self.c
-        parent = np.full(self.k, -1, dtype=np.int64)
-        inner = np.flatnonzero(c.inner)
-        up = c.prank[inner]
-        parent[inner] = np.where(self.kept[up], self.kept_id[up], -1)
-        parent[self.outer] = self.outer_parent
+        up = c.prank[rows]
+        known = up >= 0
+        parent = np.full(len(rows), -1, dtype=np.int64)
+        inner_up = up[known]
+        parent[known] = np.where(self.kept[inner_up], self.kept_id[inner_up], -1)
+        if len(self.outer):
+            at = np.searchsorted(self.outer, rows)
+            at = np.minimum(at, len(self.outer) - 1)
+            outer = self.outer[at] == rows
+            parent[outer] = self.outer_parent[at[outer]]
         return parent
 
     def _inherit(self, in_chunk: np.ndarray, carried: np.ndarray) -> np.ndarray:
@@ -725,7 +738,7 @@ class _Chunk:
         k = len(tr)
         st.push({"id": self.ids[tr], "kept_id": self.kept_id[tr], "fid": c.fid[tr],
                  "start": c.start[tr], "call_seq": ev.seq[pos], "detail": ev.detail[pos],
-                 "parent": self.parent[tr], "children": c.children[tr],
+                 "parent": self.parent_of(tr), "children": c.children[tr],
                  "flags": np.zeros(k, np.uint32),
                  "nested": self.nested[tr] if self.nested is not None else False,
                  "within": self.within[tr] if self.within is not None else True,
@@ -750,10 +763,10 @@ class _Chunk:
             duration[lead] = self.lead_duration
             call[lead] = self.lead_kept_id
             flags[lead] = self.lead_flags
-        if self.kept.all() and (not len(lead) or self.lead_kept.all()):
+        if self.kept.all() and (not len(lead) or self.lead_kept.all()) and not local.other:
             rows = slice(None)
         else:
-            keep = np.empty(n, dtype=bool)
+            keep = np.zeros(n, dtype=bool)
             keep[local.calls] = self.kept
             keep[c.end_at] = self.kept[c.closed]
             if len(lead):
@@ -877,6 +890,7 @@ def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],
     kinds, chunks on every core, joined in order."""
     def scan(a: int, b: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         ev = Events.read(thread, a, b).pairable()
+        weakref.finalize(ev, thread.index.release, a, b)
         is_call = ev.kind == F.EVENT_CALL
         level = np.cumsum(np.where(is_call, 1, -1), dtype=np.int64)
         if not len(level):
@@ -935,7 +949,7 @@ def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecu
 def _read_and_pair(thread: ThreadReader, a: int, b: int, wants: Wants
                    ) -> tuple[Events, Local]:
     events = Events.read(thread, a, b)
-    return events, pair(events.pairable(), wants)
+    return events, pair(events, wants)
 
 
 def session_steps(session: SessionReader, threads: list[ThreadReader], plan: Plan,

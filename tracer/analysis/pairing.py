@@ -45,8 +45,8 @@ CLOSES = (F.EVENT_RETURN, F.EVENT_EXCEPTION)
 
 @dataclass
 class Events:
-    """Index events of a thread as contiguous columns. `seq` is each event's index_seq, -1 for
-    an end ada inferred (mend)."""
+    """Index events of a thread as columns (views of the mapped file, or of a copy). `seq` is
+    each event's index_seq, -1 for an end ada inferred (mend)."""
 
     seq: np.ndarray  # int64
     ts: np.ndarray  # uint64
@@ -57,14 +57,11 @@ class Events:
 
     @classmethod
     def read(cls, thread: ThreadReader, a: int, b: int) -> "Events":
-        """Events [a, b), read from the file: timestamps, functions and kinds copied into
-        columns of their own (the pairing gathers from them), the rest views of the
-        records."""
-        r = thread.index.read(a, b)
-        return cls(np.arange(a, a + len(r), dtype=np.int64),
-                   np.ascontiguousarray(r["timestamp_ns"]),
-                   np.ascontiguousarray(r["function_id"]), np.ascontiguousarray(r["event_kind"]),
-                   r["detail_seq"], r["call_depth"])
+        """Events [a, b): views of the mapped records, no copy (ThreadReader's index gives
+        the pages back when the events are done with: release())."""
+        r = thread.index.view(a, b)
+        return cls(np.arange(a, a + len(r), dtype=np.int64), r["timestamp_ns"],
+                   r["function_id"], r["event_kind"], r["detail_seq"], r["call_depth"])
 
     @classmethod
     def of(cls, ts: np.ndarray, fid: np.ndarray, kind: np.ndarray, first_seq: int = 0
@@ -83,7 +80,7 @@ class Events:
         return Events(self.seq[rows], self.ts[rows], self.fid[rows], self.kind[rows],
                       self.detail[rows], self.depth[rows])
 
-    def pairable(self) -> "Events":
+    def pairable(self, is_call: np.ndarray | None = None) -> "Events":
         """Only the CALLs, RETURNs and EXCEPTIONs (an event of another kind neither opens
         nor closes a call)."""
         k = self.kind
@@ -135,6 +132,7 @@ class Local:
     lowest: int  # the lowest level reached (<= 0): -len(leading)
     mismatched: int  # pairs whose CALL and close name different functions
     c: CallColumns | None = None
+    other: int = 0  # events of another kind among `ev` (passed over; none when from numpy)
 
     @property
     def final(self) -> int:
@@ -162,7 +160,7 @@ def pair(ev: Events, wants: Wants | None = None) -> Local:
     kernel = _kernel()
     if kernel is not None:
         return _pair_with_kernel(kernel, ev, wants or Wants())
-    return pair_columns(ev, wants)
+    return pair_columns(ev.pairable(), wants)
 
 
 def pair_columns(ev: Events, wants: Wants | None = None) -> Local:
@@ -244,7 +242,8 @@ def _load_kernel(source_digest: str) -> Any:
     except OSError:
         return None
     p = ctypes.c_void_p
-    lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, ctypes.c_int64, p] + [p] * 16
+    lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, p, ctypes.c_int64, ctypes.c_int64] \
+        + [p] * 24
     lib.ada_pair.restype = None
     return lib.ada_pair
 
@@ -266,55 +265,62 @@ def _source_digest() -> str:
 
 
 def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
+    """pair() by the kernel, on the events as they are (views of the mapped records: read
+    once, where they lie; an event of another kind is passed over)."""
     n = len(ev)
-    kind = np.ascontiguousarray(ev.kind, dtype=np.uint32)
-    fid = np.ascontiguousarray(ev.fid, dtype=np.uint64)
-    ts = np.ascontiguousarray(ev.ts, dtype=np.uint64)
-    is_call = kind == F.EVENT_CALL
-    calls = np.flatnonzero(is_call)
-    k = len(calls)
-    fid_c = fid[calls]
-    dense = distinct = numbers = stats = None
-    nf = 0
-    if (wants.nested or wants.stats) and k:
-        distinct, numbers = dense_ids(fid_c)
-        dense, nf = numbers.astype(np.int32), len(distinct)
-    if wants.stats and not wants.marks and wants.hide is None:
-        stats = np.empty((5, max(nf, 1)), np.int64)
-    hidden = member(fid_c, wants.hide).astype(np.uint8) if wants.hide is not None else None
-    level = np.empty(n, np.int32)
-    slot = np.empty(n, np.int32)
-    out = {name: np.empty(k, np.int64) for name in ("calls", "end", "parent", "prank",
-                                                     "before", "duration", "children")}
-    nested = np.empty(k, np.uint8)
-    leading = np.empty(n, np.int64)
+    stats_too = wants.stats and not wants.marks and wants.hide is None
+    want = 2 if stats_too else 1 if wants.nested else 0
+    hidden = np.ascontiguousarray(wants.hide, dtype=np.uint64) if wants.hide is not None \
+        else None
+    k = n  # at most (only the pages written are touched)
+    is_call = np.empty(n, np.uint8)
+    i32 = {name: np.empty(n, np.int32) for name in ("level", "slot")}
+    i64 = {name: np.empty(k, np.int64) for name in (
+        "calls", "slots", "end", "parent", "prank", "before", "duration", "children", "closed",
+        "end_at", "stack", "leading")}
+    u64 = {name: np.empty(k, np.uint64) for name in ("fids", "starts", "functions")}
+    shown, nested = np.empty(k, np.uint8), np.empty(k, np.uint8)
+    fnum = np.empty(k if want else 1, np.int32)
     outer_children = np.empty(n + 1, np.int64)
-    stack = np.empty(max(n, 1), np.int64)
-    count = np.empty(max(nf, 1), np.int32)
-    result = np.zeros(5, np.int64)
+    stats = np.empty(5 * k if stats_too else 1, np.int64)
+    result = np.zeros(8, np.int64)
+    strides = np.array([ev.kind.strides[0], ev.fid.strides[0], ev.ts.strides[0]], np.int64)
 
     def ptr(a: np.ndarray | None) -> Any:
         return None if a is None else a.ctypes.data
 
-    kernel(n, ptr(kind), ptr(fid), ptr(ts), ptr(dense), nf, ptr(hidden), ptr(level),
-           ptr(slot), ptr(out["calls"]), ptr(out["end"]), ptr(out["parent"]),
-           ptr(out["prank"]), ptr(out["before"]), ptr(out["duration"]), ptr(out["children"]),
-           ptr(nested), ptr(leading), ptr(outer_children), ptr(stack), ptr(count),
-           ptr(stats if k else None), ptr(result))
-    _, n_lead, open_at_end, lowest, mismatched = (int(x) for x in result)
-    end = out["end"]
-    local = Local(ev, is_call, level, slot, calls, end, out["parent"], leading[:n_lead],
-                  calls[stack[:open_at_end]], lowest, mismatched)
-    closed = np.flatnonzero(end >= 0)
-    prank = out["prank"]
+    kernel(n, ptr(ev.kind), ptr(ev.fid), ptr(ev.ts), ptr(strides), ptr(hidden),
+           0 if hidden is None else len(hidden), want, ptr(is_call), ptr(i32["level"]),
+           ptr(i32["slot"]), ptr(i64["calls"]), ptr(u64["fids"]), ptr(u64["starts"]),
+           ptr(i64["slots"]), ptr(i64["end"]), ptr(i64["parent"]), ptr(i64["prank"]),
+           ptr(i64["before"]), ptr(i64["duration"]), ptr(i64["children"]), ptr(shown),
+           ptr(nested), ptr(fnum), ptr(i64["closed"]), ptr(i64["end_at"]),
+           ptr(i64["leading"]), ptr(outer_children), ptr(i64["stack"]),
+           ptr(u64["functions"]), ptr(stats), ptr(result))
+    k, n_lead, open_at_end, lowest, mismatched, n_closed, nf, other = (int(x) for x in result)
+    if k < 0:
+        raise MemoryError("pairing a chunk of events")
+    calls, end = i64["calls"][:k], i64["end"][:k]
+    trailing = i64["stack"][:open_at_end]
+    local = Local(ev, is_call.view(bool), i32["level"], i32["slot"], calls, end,
+                  i64["parent"][:k], i64["leading"][:n_lead], calls[trailing], lowest,
+                  mismatched, other=other)
+    fids, prank = u64["fids"][:k], i64["prank"][:k]
+    functions = number = table = None
+    if want:  # by function_id, as the numpy path numbers them (dense_ids)
+        order = np.argsort(u64["functions"][:nf])
+        functions = u64["functions"][:nf][order]
+        renumber = np.empty(nf, np.int64)
+        renumber[order] = np.arange(nf)
+        number = renumber[fnum[:k]]
+        if stats_too:
+            table = stats[:5 * nf].reshape(5, nf)[:, order]
     local.c = CallColumns(
-        fid_c, ts[calls], slot[calls].astype(np.int64), prank >= 0, prank, out["before"],
-        closed, end[closed], out["duration"], out["children"],
-        outer_children[:-lowest + 1], hidden == 0 if hidden is not None else np.ones(k, bool),
-        [_open_marks(local, member(fid_c, ids)) for ids in wants.marks],
-        nested.view(bool) if wants.nested or stats is not None else None,
-        stack[:open_at_end].copy(), numbers, distinct,
-        stats[:, :nf] if stats is not None and k else None)
+        fids, u64["starts"][:k], i64["slots"][:k], prank >= 0, prank, i64["before"][:k],
+        i64["closed"][:n_closed], i64["end_at"][:n_closed], i64["duration"][:k],
+        i64["children"][:k], outer_children[:-lowest + 1], shown[:k].view(bool),
+        [_open_marks(local, member(fids, ids)) for ids in wants.marks],
+        nested[:k].view(bool) if want else None, trailing, number, functions, table)
     return local
 
 
@@ -472,6 +478,9 @@ def mend(ev: Events, open_fids: list[int]) -> tuple[Events, np.ndarray, np.ndarr
     for i, (k, f) in enumerate(zip(ev.kind.tolist(), ev.fid.tolist())):
         if k == F.EVENT_CALL:
             stack.append(f)
+            keep.append(i)
+            continue
+        if k not in CLOSES:  # neither opens nor closes a call
             keep.append(i)
             continue
         if stack and stack[-1] == f:
