@@ -911,12 +911,13 @@ def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],
 
 
 def thread_steps(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor,
-                 number: int | None = None, inside: bool = False) -> Iterator[Step]:
-    """The Steps of one thread in order; `inside`: it may begin inside calls
-    (may_begin_inside_calls)."""
+                 number: int | None = None, inside: bool = False, ahead_by: int = 2
+                 ) -> Iterator[Step]:
+    """The Steps of one thread in order, `ahead_by` chunks paired ahead; `inside`: it may
+    begin inside calls (may_begin_inside_calls)."""
     bounds = chunk_bounds(thread, plan.chunk_events)
     walk = _start(thread, plan, pool, inside, number)
-    yield from _walk(walk, bounds, pool)
+    yield from _walk(walk, bounds, pool, ahead_by)
 
 
 def _start(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor, inside: bool,
@@ -938,11 +939,11 @@ def _start(thread: ThreadReader, plan: Plan, pool: ThreadPoolExecutor, inside: b
     return ThreadWalk(thread, number, plan, outer, known)
 
 
-def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecutor
-          ) -> Iterator[Step]:
+def _walk(walk: ThreadWalk, bounds: list[tuple[int, int]], pool: ThreadPoolExecutor,
+          ahead_by: int = 2) -> Iterator[Step]:
     wants = walk.plan.wants()
     jobs = [partial(_read_and_pair, walk.thread, a, b, wants) for a, b in bounds]
-    for i, ((a, b), (events, local)) in enumerate(zip(bounds, ahead(jobs, pool))):
+    for i, ((a, b), (events, local)) in enumerate(zip(bounds, ahead(jobs, pool, ahead_by))):
         yield walk.advance(local, events, a, b, last=i == len(bounds) - 1)
 
 

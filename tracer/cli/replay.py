@@ -43,10 +43,15 @@ def run(args: argparse.Namespace) -> int:
     names = S.function_names(session)
     selection = call_filter(args)
     decoder = decoder_for(session, args)
-    plan = C.Plan(filters=selection.filters(session), edges=True, leaves=True, done=False)
+    threads = selection.threads(session)
+    # Every thread's walk is under way at once (their lines are merged by time): with more
+    # threads, smaller chunks and less ahead, so memory does not grow with them.
+    many = max(1, len(threads) // 2)
+    plan = C.Plan(filters=selection.filters(session), edges=True, leaves=True, done=False,
+                  chunk_events=max(C.CHUNK_EVENTS // many, 1 << 14))
 
     def blocks(thread: ThreadReader, pool: ThreadPoolExecutor) -> Iterator[dict]:
-        for step in C.thread_steps(thread, plan, pool,
+        for step in C.thread_steps(thread, plan, pool, ahead_by=2 if many == 1 else 1,
                                    inside=C.may_begin_inside_calls(session, thread)):
             say_problems("replay", step)
             yield P.lines_of(step, decoder, args.callers)
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     # Thread by thread, chunk by chunk, the lines merged by time as they come; the next chunks
     # of each thread are paired by other cores while this one writes text.
     with C.worker_pool() as pool:
-        merged = P.merged_lines([blocks(t, pool) for t in selection.threads(session)])
+        merged = P.merged_lines([blocks(t, pool) for t in threads])
         tids = {t.id: t.thread_id for t in session.threads}
         P.write_replay(merged, tids, names, sys.stdout, relative=bool(args.filter))
     finish_decoder(decoder)
