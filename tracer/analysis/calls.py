@@ -164,7 +164,8 @@ class Plan:
         f = self.filters
         marks = [m for m in (f.within, f.hide) if m is not None]
         marks += [t.roots for t in self.paths if t.roots is not None]
-        return Wants(marks, f.hide, self.nested, self.stats and not self.filtered)
+        return Wants(marks, f.hide, self.nested, self.stats and not self.filtered,
+                     any(t.roots is None for t in self.paths))
 
     @property
     def filtered(self) -> bool:
@@ -213,6 +214,17 @@ class PathTable:
                 self.fids.append(int(fid[np.argmax(inverse == i)]))
             out[i] = p
         return out[inverse]
+
+    def path(self, up: int, fid: int) -> int:
+        """Path `up` (-1: none) extended by `fid`, made if new."""
+        number = self.function_number.setdefault(fid, len(self.function_number))
+        key = (up + 1) << 24 | number
+        p = self.index.get(key)
+        if p is None:
+            p = self.index[key] = len(self.up)
+            self.up.append(up)
+            self.fids.append(fid)
+        return p
 
     def add(self, paths: np.ndarray, duration: np.ndarray, self_ns: np.ndarray) -> None:
         """Count calls (their paths, durations and self times) into the table."""
@@ -659,8 +671,10 @@ class _Chunk:
         inside another, and only the calls within have one."""
         st, c = self.walk.open, self.c
         k = self.k
-        out = np.full(k, -1, dtype=np.int64)
         outer_paths = st.paths[i]
+        if table.roots is None and c.path is not None:  # numbered by the kernel
+            return self._kernel_paths(table, outer_paths)
+        out = np.full(k, -1, dtype=np.int64)
         cidx = np.maximum(self.cidx, 0)
         if table.roots is None:
             marks = np.ones(k, dtype=bool)
@@ -672,7 +686,9 @@ class _Chunk:
             parent_marked = np.where(c.inner, marks[np.maximum(c.prank, 0)],
                                      (self.cidx >= 0) & (outer_paths[cidx] >= 0))
             root = own & ~parent_marked
-        order = np.argsort(self.depth, kind="stable")
+        slot = c.slot - (int(c.slot.min()) if k else 0)  # by depth: a radix sort when small
+        order = np.argsort(slot.astype(np.uint16) if k and int(slot.max()) < (1 << 16)
+                           else slot, kind="stable")
         d = self.depth[order]
         cuts = np.flatnonzero(np.r_[True, d[1:] != d[:-1], True])
         for s, e in zip(cuts[:-1], cuts[1:]):
@@ -684,6 +700,23 @@ class _Chunk:
                           np.where(self.cidx[rows] >= 0, outer_paths[cidx[rows]], -1))
             out[rows] = table.extend(np.where(root[rows], -1, up), c.fid[rows])
         return out
+
+    def _kernel_paths(self, table: PathTable, outer_paths: np.ndarray) -> np.ndarray:
+        """Each call's path in `table`, from the chunk's own numbering of them (pairing.c):
+        each of the chunk's paths, in the order met (the one it extends first), is found or
+        made in the table once."""
+        c = self.c
+        assert c.path is not None and c.path_up is not None and c.path_fid is not None
+        ups = c.path_up.tolist()
+        fids = c.path_fid.tolist()
+        where = np.empty(len(ups), dtype=np.int64)
+        for j, (up, fid) in enumerate(zip(ups, fids)):
+            if up >= 0:
+                up = int(where[up])
+            else:  # the path of the open call one slot down, if any
+                up = int(outer_paths[self.base + up]) if self.base + up >= 0 else -1
+            where[j] = table.path(up, fid)
+        return where[c.path]
 
     def pairs(self) -> tuple[Calls, list[np.ndarray]]:
         """The selected calls that began and ended in the chunk (the columns the plan

@@ -93,13 +93,94 @@ numbers_get (Numbers * t, uint64_t key, uint64_t * functions, int64_t * nf)
   }
 }
 
+/* The chunk's call paths: (the path of the call it is in, or the slot of the call open
+ * before the chunk it is in, < 0; its function) -> a number, in the order first met. */
+typedef struct
+{
+  int64_t * ups;
+  uint64_t * fids;
+  int32_t * values;
+  uint64_t mask;
+} Paths;
+
+static uint64_t
+paths_hash (int64_t up, uint64_t fid)
+{
+  return (((uint64_t) up * 0x9E3779B97F4A7C15ULL) ^ (fid * 0xC2B2AE3D27D4EB4FULL)) >> 13;
+}
+
+static int
+paths_grow (Paths * t, uint64_t size)
+{
+  int64_t * ups = malloc (size * sizeof (int64_t));
+  uint64_t * fids = malloc (size * sizeof (uint64_t));
+  int32_t * values = malloc (size * sizeof (int32_t));
+  uint64_t i;
+  if (ups == NULL || fids == NULL || values == NULL)
+  {
+    free (ups);
+    free (fids);
+    free (values);
+    return 0;
+  }
+  memset (values, 0xff, size * sizeof (int32_t));
+  for (i = 0; t->values != NULL && i <= t->mask; i++)
+  {
+    uint64_t h;
+    if (t->values[i] < 0)
+      continue;
+    for (h = paths_hash (t->ups[i], t->fids[i]); values[h & (size - 1)] >= 0; h++)
+      ;
+    ups[h & (size - 1)] = t->ups[i];
+    fids[h & (size - 1)] = t->fids[i];
+    values[h & (size - 1)] = t->values[i];
+  }
+  free (t->ups);
+  free (t->fids);
+  free (t->values);
+  t->ups = ups;
+  t->fids = fids;
+  t->values = values;
+  t->mask = size - 1;
+  return 1;
+}
+
+static int32_t
+paths_get (Paths * t, int64_t up, uint64_t fid, int64_t * path_up, uint64_t * path_fid,
+    int64_t * np)
+{
+  uint64_t h = paths_hash (up, fid);
+  for (;; h++)
+  {
+    uint64_t i = h & t->mask;
+    if (t->values[i] < 0)
+    {
+      if ((uint64_t) (*np + 1) * 2 > t->mask + 1)
+      {
+        if (!paths_grow (t, (t->mask + 1) * 2))
+          return -1;
+        return paths_get (t, up, fid, path_up, path_fid, np);
+      }
+      t->ups[i] = up;
+      t->fids[i] = fid;
+      t->values[i] = (int32_t) *np;
+      path_up[*np] = up;
+      path_fid[*np] = fid;
+      return (int32_t) (*np)++;
+    }
+    if (t->ups[i] == up && t->fids[i] == fid)
+      return t->values[i];
+  }
+}
+
 /*
  * n events: kind, fid, ts, strides[0..2] bytes apart (the mapped records, or columns).
  * Events of another kind neither open nor close a call (is_call 0, level unchanged).
  * hidden_fids (sorted, nh of them, or NULL): calls of
  * these functions have their time counted as their parent's own, not its children's.
- * want: 1 find calls made inside an open call of the same function of the chunk (`nested`,
- * with the functions numbered); 2 also report's figures (`stats`).
+ * want (bits): 1 find calls made inside an open call of the same function of the chunk
+ * (`nested`, with the functions numbered); 2 also report's figures (`stats`); 4 number the
+ * chunk's call paths (`path`, per call; `path_up` and `path_fid`, per path).
  *
  * Out, per event: is_call, level (open calls after it), slot (the stack position its call
  * holds).
@@ -130,15 +211,20 @@ ada_pair (int64_t n, const uint32_t * kind, const uint64_t * fid, const uint64_t
     int64_t * parent, int64_t * prank, int64_t * before, int64_t * duration,
     int64_t * children, uint8_t * shown, uint8_t * nested, int32_t * fnum,
     int64_t * closed, int64_t * end_at, int64_t * leading, int64_t * outer_children,
-    int64_t * stack, uint64_t * functions, int64_t * stats, int64_t * result)
+    int64_t * stack, uint64_t * functions, int64_t * stats, int32_t * path, int64_t * path_up,
+    uint64_t * path_fid, int64_t * result)
 {
   int64_t k = 0, n_lead = 0, sp = 0, level = 0, lowest = 0, mismatched = 0, nf = 0, i;
   int64_t n_closed = 0, other = 0;
   Numbers numbers = { NULL, NULL, 0, NULL, 0 };
+  Paths paths = { NULL, NULL, NULL, 0 };
+  int64_t n_paths = 0;
   int64_t *s_calls = NULL, *s_total = NULL, *s_self = NULL, *s_min = NULL, *s_max = NULL;
 
   result[0] = -1;
-  if (want > 0)
+  if (want & 4 && !paths_grow (&paths, 1024))
+    goto out;
+  if (want & 3)
   {
     numbers.capacity = 256;
     numbers.open = calloc ((size_t) numbers.capacity, sizeof (int32_t));
@@ -183,7 +269,15 @@ ada_pair (int64_t n, const uint32_t * kind, const uint64_t * fid, const uint64_t
           hi = mid;
       }
       shown[r] = !(lo < nh && hidden_fids[lo] == f);
-      if (want > 0)
+      if (want & 4)
+      {
+        int32_t p = paths_get (&paths, sp > 0 ? (int64_t) path[stack[sp - 1]] : level - 1, f,
+            path_up, path_fid, &n_paths);
+        if (p < 0)
+          goto out;
+        path[r] = p;
+      }
+      if (want & 3)
       {
         int32_t number = numbers_get (&numbers, f, functions, &nf);
         if (number < 0)
@@ -216,7 +310,7 @@ ada_pair (int64_t n, const uint32_t * kind, const uint64_t * fid, const uint64_t
         duration[r] = d;
         if (FID (i) != fids[r])
           mismatched++;
-        if (want > 0)
+        if (want & 3)
           numbers.open[fnum[r]]--;
         if (!shown[r])
           d = 0;  /* its time is its caller's own */
@@ -241,7 +335,7 @@ ada_pair (int64_t n, const uint32_t * kind, const uint64_t * fid, const uint64_t
     closed[n_closed] = i;
     end_at[n_closed++] = end[i];
   }
-  if (want > 1)
+  if (want & 2)
   {
     s_calls = stats;
     s_total = stats + nf;
@@ -276,7 +370,11 @@ ada_pair (int64_t n, const uint32_t * kind, const uint64_t * fid, const uint64_t
   result[5] = n_closed;
   result[6] = nf;
   result[7] = other;
+  result[8] = n_paths;
 out:
+  free (paths.ups);
+  free (paths.fids);
+  free (paths.values);
   free (numbers.open);
   free (numbers.keys);
   free (numbers.values);

@@ -111,6 +111,12 @@ class CallColumns:
     fnum: np.ndarray | None = None  # int64: its function's number in `functions` (Wants.nested)
     functions: np.ndarray | None = None  # uint64: the chunk's functions, by number
     stats: np.ndarray | None = None  # int64 (5, functions): Wants.stats, by the kernel
+    # Wants.paths, by the kernel: each call's path among the chunk's, and for each of those
+    # (in the order met: the path it extends first), that path (< 0: the slot of the call
+    # open before the chunk it extends) and its function
+    path: np.ndarray | None = None
+    path_up: np.ndarray | None = None
+    path_fid: np.ndarray | None = None
 
 
 @dataclass
@@ -151,6 +157,7 @@ class Wants:
     hide: np.ndarray | None = None
     nested: bool = False
     stats: bool = False  # report's figures of the calls that begin and end in the chunk
+    paths: bool = False  # number the chunk's call paths (the kernel only)
 
 
 def pair(ev: Events, wants: Wants | None = None) -> Local:
@@ -243,7 +250,7 @@ def _load_kernel(source_digest: str) -> Any:
         return None
     p = ctypes.c_void_p
     lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, p, ctypes.c_int64, ctypes.c_int64] \
-        + [p] * 24
+        + [p] * 27
     lib.ada_pair.restype = None
     return lib.ada_pair
 
@@ -269,7 +276,8 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
     once, where they lie; an event of another kind is passed over)."""
     n = len(ev)
     stats_too = wants.stats and not wants.marks and wants.hide is None
-    want = 2 if stats_too else 1 if wants.nested else 0
+    want = (1 if wants.nested or stats_too else 0) | (2 if stats_too else 0) | \
+        (4 if wants.paths else 0)
     hidden = np.ascontiguousarray(wants.hide, dtype=np.uint64) if wants.hide is not None \
         else None
     k = n  # at most (only the pages written are touched)
@@ -280,10 +288,13 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
         "end_at", "stack", "leading")}
     u64 = {name: np.empty(k, np.uint64) for name in ("fids", "starts", "functions")}
     shown, nested = np.empty(k, np.uint8), np.empty(k, np.uint8)
-    fnum = np.empty(k if want else 1, np.int32)
+    fnum = np.empty(k if want & 3 else 1, np.int32)
+    path = np.empty(k if want & 4 else 1, np.int32)
+    path_up = np.empty(k if want & 4 else 1, np.int64)
+    path_fid = np.empty(k if want & 4 else 1, np.uint64)
     outer_children = np.empty(n + 1, np.int64)
     stats = np.empty(5 * k if stats_too else 1, np.int64)
-    result = np.zeros(8, np.int64)
+    result = np.zeros(9, np.int64)
     strides = np.array([ev.kind.strides[0], ev.fid.strides[0], ev.ts.strides[0]], np.int64)
 
     def ptr(a: np.ndarray | None) -> Any:
@@ -296,8 +307,10 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
            ptr(i64["before"]), ptr(i64["duration"]), ptr(i64["children"]), ptr(shown),
            ptr(nested), ptr(fnum), ptr(i64["closed"]), ptr(i64["end_at"]),
            ptr(i64["leading"]), ptr(outer_children), ptr(i64["stack"]),
-           ptr(u64["functions"]), ptr(stats), ptr(result))
-    k, n_lead, open_at_end, lowest, mismatched, n_closed, nf, other = (int(x) for x in result)
+           ptr(u64["functions"]), ptr(stats), ptr(path), ptr(path_up), ptr(path_fid),
+           ptr(result))
+    k, n_lead, open_at_end, lowest, mismatched, n_closed, nf, other, n_paths = (
+        int(x) for x in result)
     if k < 0:
         raise MemoryError("pairing a chunk of events")
     calls, end = i64["calls"][:k], i64["end"][:k]
@@ -307,7 +320,7 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
                   mismatched, other=other)
     fids, prank = u64["fids"][:k], i64["prank"][:k]
     functions = number = table = None
-    if want:  # by function_id, as the numpy path numbers them (dense_ids)
+    if want & 3:  # by function_id, as the numpy path numbers them (dense_ids)
         order = np.argsort(u64["functions"][:nf])
         functions = u64["functions"][:nf][order]
         renumber = np.empty(nf, np.int64)
@@ -320,7 +333,8 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
         i64["closed"][:n_closed], i64["end_at"][:n_closed], i64["duration"][:k],
         i64["children"][:k], outer_children[:-lowest + 1], shown[:k].view(bool),
         [_open_marks(local, member(fids, ids)) for ids in wants.marks],
-        nested[:k].view(bool) if want else None, trailing, number, functions, table)
+        nested[:k].view(bool) if want & 3 else None, trailing, number, functions, table,
+        *((path[:k], path_up[:n_paths], path_fid[:n_paths]) if want & 4 else (None,) * 3))
     return local
 
 
