@@ -353,17 +353,21 @@ def test_long_option_spellings_select_the_same(tmp_path, target_bin):
 
 
 def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin, engine):
-    """A tiny ring and --on-full drop: drops happen, are counted, and recording goes on."""
-    n = 300_000
+    """A tiny ring and --on-full drop: drops happen, are counted, and recording goes on.
+
+    Bursts that each overfill the ring, with pauses between them: a drain that keeps emptying
+    the ring records more than one ring's worth however slowly it is scheduled (one burst run
+    flat out can end before a loaded machine lets the drain run at all)."""
+    bursts, calls = 20, 20_000
     s, out = trace(tmp_path, *engine,
-                   "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
-                   "--on-full", "drop", "--ring-kb", "4")
+                   "-f", target_bin("bursts"), str(bursts), str(calls), "20",
+                   "-i", "bursts!work", "--on-full", "drop", "--ring-kb", "4")
     m = s.manifest
     dropped = m["threads"][0]["drops"]
     recorded = len(s.threads[0].index)
     assert dropped > 0 and m["drops"]["index"] == dropped
-    assert recorded + dropped == 2 * n
-    assert recorded > 4096 // 32  # far more than one ring: the drain kept emptying it
+    assert recorded + dropped == 2 * bursts * calls
+    assert recorded > 2 * 4096 // 32  # more than one ring: the drain kept emptying it
     assert_verify_clean(s.path)
 
 
