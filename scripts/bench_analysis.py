@@ -145,6 +145,17 @@ def replay_lines(session: atf.SessionReader) -> int:
     return lines
 
 
+RUNS = 3  # each command's time is the median of this many runs (--runs)
+
+
+def median_run(command: list[str]) -> tuple[float, float, str]:
+    """The median seconds of RUNS runs, the largest peak memory, and the spread."""
+    runs = [run(command) for _ in range(max(1, RUNS))]
+    times = sorted(t for t, _ in runs)
+    spread = f" (runs {times[0]:.2f}-{times[-1]:.2f} s)" if len(times) > 1 else ""
+    return times[len(times) // 2], max(m for _, m in runs), spread
+
+
 def ada_figures(path: Path, label: str) -> dict[str, float]:
     s = atf.open_session(path)
     n = s.event_count()
@@ -164,11 +175,16 @@ def ada_figures(path: Path, label: str) -> dict[str, float]:
                                    path.parent / "bench_parquet"), "events"),
             ("query (first: makes its files)", ada("query", path, QUERY), "events"),
             ("query (files made)", ada("query", path, QUERY), "events")]:
-        dt, mb = run(command)
+        if name.startswith("query (first"):
+            dt, mb = run(command)  # once: it makes the files the next runs use
+            spread = ""
+        else:
+            dt, mb, spread = median_run(command)
         rate = (lines if unit == "lines" else n) / dt / 1e6
         figures[name] = rate
         figures[name + " MB"] = mb
-        print(f"  ada {name:<30}: {dt:6.2f} s = {rate:5.2f} M {unit}/s; peak {mb:,.0f} MB")
+        print(f"  ada {name:<30}: {dt:6.2f} s = {rate:5.2f} M {unit}/s; peak {mb:,.0f} MB"
+              f"{spread}")
     for leftover in (path.parent / "bench.pftrace", path.parent / "bench_parquet", cache):
         shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else \
             leftover.unlink(missing_ok=True)
@@ -212,15 +228,17 @@ def uftrace_figures(tool: str, directory: Path, events: int) -> dict[str, float]
     rows = max(probe, int(events / per_row))
     data = record_uftrace(rows)
     n = uftrace_events(tool, data)
-    dt_report, mb_report = run([tool, "report", "-d", str(data), "--no-pager"])
-    dt_replay, mb_replay = run([tool, "replay", "-d", str(data), "--no-pager"])
+    dt_report, mb_report, spread_report = median_run([tool, "report", "-d", str(data),
+                                                      "--no-pager"])
+    dt_replay, mb_replay, spread_replay = median_run([tool, "replay", "-d", str(data),
+                                                      "--no-pager"])
     lines = int(subprocess.run(f"{tool} replay -d {data} --no-pager | wc -l", shell=True,
                                capture_output=True, text=True).stdout.strip() or 0)
     print(f"uftrace {rows:,} rows: {n:,} events, replay {lines:,} lines")
     print(f"  uftrace report                    : {dt_report:6.2f} s = {n / dt_report / 1e6:5.2f}"
-          f" M events/s; peak {mb_report:,.0f} MB")
+          f" M events/s; peak {mb_report:,.0f} MB{spread_report}")
     print(f"  uftrace replay                    : {dt_replay:6.2f} s = "
-          f"{lines / dt_replay / 1e6:5.2f} M lines/s; peak {mb_replay:,.0f} MB")
+          f"{lines / dt_replay / 1e6:5.2f} M lines/s; peak {mb_replay:,.0f} MB{spread_replay}")
     return {"report": n / dt_report / 1e6, "replay": lines / dt_replay / 1e6}
 
 
@@ -264,11 +282,14 @@ def main() -> None:
     p.add_argument("--engine", default="frida", help="ada's hook engine for the recordings")
     p.add_argument("--keep", type=Path, help="keep (and reuse) the recordings in this directory")
     p.add_argument("--no-uftrace", action="store_true", help="leave uftrace out")
+    p.add_argument("--runs", type=int, default=3, help="runs of each command (the median)")
     p.add_argument("--synthetic", action="store_true",
                    help="the synthetic session instead of real recordings")
     p.add_argument("--threads", type=int, default=4, help="--synthetic: threads")
     p.add_argument("--events", type=int, default=10_000_000, help="--synthetic: per thread")
     args = p.parse_args()
+    global RUNS
+    RUNS = args.runs
     if args.synthetic:
         with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
             ada_figures(build(Path(tmp), args.threads, args.events),
