@@ -5,8 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 # g++ builds the C++ test target (exceptions through hooked functions); Debian's gcc lacks it.
-if ! command -v g++ >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    echo "installing g++ (apt-get) for the C++ test target" >&2
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null
+# sqlite3 (its shell and library) is the real program the reading commands are checked on.
+missing=()
+command -v g++ >/dev/null || missing+=(g++)
+command -v sqlite3 >/dev/null || missing+=(sqlite3)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing ${missing[*]} (apt-get) for the test targets" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 exec "$VENV/bin/python" -m pytest "$@"
