@@ -45,7 +45,7 @@ from ada.atf import format as F
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from .pairing import Events, Local, Wants, dense_ids, member, mend, pair
+from .pairing import Events, Local, Wants, dense_ids, member, mend, new_lows, pair
 
 T = TypeVar("T")
 
@@ -261,6 +261,9 @@ class Step:
     # ((function_ids, int64 (5, functions): calls, total, self, min, max)), made when asked;
     # `done` then holds the others
     own: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
+    # the thread's calls numbered so far (their `call` is below this): numbering across
+    # threads needs no `done`
+    numbered: int = 0
     _made: tuple["Calls", list[np.ndarray]] | None = None
 
     def _make(self) -> tuple["Calls", list[np.ndarray]]:
@@ -461,7 +464,7 @@ class ThreadWalk:
         self.next_id += len(local.calls)
         step = Step(self.thread, a, b, events, done,
                     self._timeline(edges, last) if self.plan.edges else None,
-                    self.problems if last else None, own)
+                    self.problems if last else None, own, self.next_kept)
         # the chunk's pages of the mapped file go once nothing holds the step
         weakref.finalize(step, self.thread.index.release, a, b)
         return step
@@ -921,17 +924,12 @@ def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],
     """The RETURNs (function_id, index_seq, timestamp, kind) that close calls the thread
     began inside, in order (each closes a call outside the one before): a pass over the
     kinds, chunks on every core, joined in order."""
-    def scan(a: int, b: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        ev = Events.read(thread, a, b).pairable()
-        weakref.finalize(ev, thread.index.release, a, b)
-        is_call = ev.kind == F.EVENT_CALL
-        level = np.cumsum(np.where(is_call, 1, -1), dtype=np.int64)
-        if not len(level):
-            return 0, *(np.zeros(0, np.int64),) * 4
-        low = np.minimum.accumulate(level)
-        before = np.concatenate(([0], np.minimum(low[:-1], 0)))
-        lead = np.flatnonzero(level < before)
-        return int(level[-1]), ev.fid[lead], ev.seq[lead], ev.ts[lead], ev.kind[lead]
+    def scan(a: int, b: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        ev = Events.read(thread, a, b)
+        final, lead = new_lows(ev)
+        found = (final, ev.fid[lead], ev.seq[lead], ev.ts[lead], ev.kind[lead])
+        thread.index.release(a, b)  # the walk reads the chunk again when it comes to it
+        return found
 
     out: list[tuple[int, int, int, int]] = []
     level = 0

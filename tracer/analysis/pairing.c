@@ -379,3 +379,31 @@ out:
   free (numbers.keys);
   free (numbers.values);
 }
+
+/*
+ * The closes that take a thread's level below the lowest it has been, starting from 0 (the
+ * calls its recording began inside, calls.outer_calls): their positions into `lead`, their
+ * count into result[0], the level after the last event into result[1]. One strided pass
+ * over the kinds; events of other kinds change nothing.
+ */
+void
+ada_scan (int64_t n, const uint32_t * kind, int64_t stride, int64_t * lead, int64_t * result)
+{
+  int64_t level = 0, low = 0, k = 0, i;
+  for (i = 0; i < n; i++)
+  {
+    uint32_t what = *(const uint32_t *) ((const char *) kind + i * stride);
+    if (what == CALL)
+      level++;
+    else if (what == RETURN || what == EXCEPTION)
+    {
+      if (--level < low)
+      {
+        low = level;
+        lead[k++] = i;
+      }
+    }
+  }
+  result[0] = k;
+  result[1] = level;
+}

@@ -170,6 +170,29 @@ def pair(ev: Events, wants: Wants | None = None) -> Local:
     return pair_columns(ev.pairable(), wants)
 
 
+def new_lows(ev: Events) -> tuple[int, np.ndarray]:
+    """The closes of a run of events that take its level (0 at its start, +1 a CALL, -1 a
+    close) below the lowest it has been: their positions in `ev`, and the level at its end.
+    Run over a thread's chunks in order, these are the closes of the calls it began
+    inside (calls.outer_calls). By the kernel where there is one, else with numpy."""
+    kernel = _kernel()
+    if kernel is not None:
+        lead = np.empty(len(ev), np.int64)
+        result = np.zeros(2, np.int64)
+        kernel.ada_scan(len(ev), ev.kind.ctypes.data, ev.kind.strides[0], lead.ctypes.data,
+                        result.ctypes.data)
+        return int(result[1]), lead[:int(result[0])].copy()
+    step = np.where(ev.kind == F.EVENT_CALL, 1,
+                    np.where((ev.kind == F.EVENT_RETURN) | (ev.kind == F.EVENT_EXCEPTION),
+                             -1, 0))
+    level = np.cumsum(step, dtype=np.int64)
+    if not len(level):
+        return 0, np.zeros(0, np.int64)
+    low = np.minimum.accumulate(level)
+    before = np.concatenate(([0], np.minimum(low[:-1], 0)))
+    return int(level[-1]), np.flatnonzero(level < before)
+
+
 def pair_columns(ev: Events, wants: Wants | None = None) -> Local:
     """pair() in numpy. One stable sort by slot: within a slot the events alternate CALL,
     close, in time, so each CALL is right before its close; and the CALLs of a slot come in
@@ -252,7 +275,9 @@ def _load_kernel(source_digest: str) -> Any:
     lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, p, ctypes.c_int64, ctypes.c_int64] \
         + [p] * 27
     lib.ada_pair.restype = None
-    return lib.ada_pair
+    lib.ada_scan.argtypes = [ctypes.c_int64, p, ctypes.c_int64, p, p]
+    lib.ada_scan.restype = None
+    return lib
 
 
 def _kernel() -> Any:
@@ -300,15 +325,15 @@ def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:
     def ptr(a: np.ndarray | None) -> Any:
         return None if a is None else a.ctypes.data
 
-    kernel(n, ptr(ev.kind), ptr(ev.fid), ptr(ev.ts), ptr(strides), ptr(hidden),
-           0 if hidden is None else len(hidden), want, ptr(is_call), ptr(i32["level"]),
-           ptr(i32["slot"]), ptr(i64["calls"]), ptr(u64["fids"]), ptr(u64["starts"]),
-           ptr(i64["slots"]), ptr(i64["end"]), ptr(i64["parent"]), ptr(i64["prank"]),
-           ptr(i64["before"]), ptr(i64["duration"]), ptr(i64["children"]), ptr(shown),
-           ptr(nested), ptr(fnum), ptr(i64["closed"]), ptr(i64["end_at"]),
-           ptr(i64["leading"]), ptr(outer_children), ptr(i64["stack"]),
-           ptr(u64["functions"]), ptr(stats), ptr(path), ptr(path_up), ptr(path_fid),
-           ptr(result))
+    kernel.ada_pair(n, ptr(ev.kind), ptr(ev.fid), ptr(ev.ts), ptr(strides), ptr(hidden),
+                    0 if hidden is None else len(hidden), want, ptr(is_call),
+                    ptr(i32["level"]), ptr(i32["slot"]), ptr(i64["calls"]), ptr(u64["fids"]),
+                    ptr(u64["starts"]), ptr(i64["slots"]), ptr(i64["end"]),
+                    ptr(i64["parent"]), ptr(i64["prank"]), ptr(i64["before"]),
+                    ptr(i64["duration"]), ptr(i64["children"]), ptr(shown), ptr(nested),
+                    ptr(fnum), ptr(i64["closed"]), ptr(i64["end_at"]), ptr(i64["leading"]),
+                    ptr(outer_children), ptr(i64["stack"]), ptr(u64["functions"]),
+                    ptr(stats), ptr(path), ptr(path_up), ptr(path_fid), ptr(result))
     k, n_lead, open_at_end, lowest, mismatched, n_closed, nf, other, n_paths = (
         int(x) for x in result)
     if k < 0:

@@ -106,8 +106,8 @@ def write_big(session: SessionReader, selection: CallFilter, directory: Path,
             nonlocal offset, thread, rows
             for step in steps:
                 if step.thread is not thread:
-                    thread, offset, rows = step.thread, offset + rows, 0
-                rows += len(step.done)
+                    thread, offset = step.thread, offset + rows
+                rows = step.numbered  # known without making the calls: a worker makes them
                 yield step, offset
 
         def encode_step(item: tuple[C.Step, int]) -> tuple[C.Step, list[Chunk], list[Chunk]]:
