@@ -208,6 +208,9 @@ def test_parquet_export_and_query_are_the_oracle(sqlite, tmp_path):
         done = run_ada("query", sqlite.path, query, "--json")
         assert done.returncode == 0, done.stderr
         assert {r["name"]: (r["n"], r["t"], r["s"]) for r in json.loads(done.stdout)} == want
+    assert (sqlite.path / ".ada-cache").is_dir()
+    verified = run_ada("verify", sqlite.path)  # the cache beside the recording is no fault
+    assert verified.returncode == 0 and "OK: clean" in verified.stdout, verified.stdout
 
 
 def test_query_describe_stays_narrow_with_a_thousand_names(sqlite):

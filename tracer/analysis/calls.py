@@ -597,26 +597,31 @@ class _Chunk:
         return np.where(self.c.inner, 0, self.base + self.local.parent)
 
     @functools.cached_property
+    def all_kept(self) -> bool:
+        return bool(self.kept.all())
+
+    @functools.cached_property
     def kept_id(self) -> np.ndarray:
         """Numbers of the selected calls (a call not selected has its predecessor's:
         unused)."""
+        if self.all_kept:
+            return self.first_kept + np.arange(self.k, dtype=np.int64)
         out = np.cumsum(self.kept)
         out += self.first_kept - 1
         return out
 
-    @functools.cached_property
-    def parent(self) -> np.ndarray:
-        """The number of the call each was made in, if selected, else -1."""
-        return self.parent_of(np.arange(self.k))
-
     def parent_of(self, rows: np.ndarray) -> np.ndarray:
-        """`parent` of some calls (by rank)."""
+        """The number of the call each of `rows` (ranks) was made in, if selected, else
+        -1."""
         c = self.c
         up = c.prank[rows]
-        known = up >= 0
-        parent = np.full(len(rows), -1, dtype=np.int64)
-        inner_up = up[known]
-        parent[known] = np.where(self.kept[inner_up], self.kept_id[inner_up], -1)
+        if self.all_kept:  # a call's number is first_kept + its rank
+            parent = np.where(up >= 0, up + self.first_kept, -1)
+        else:
+            known = up >= 0
+            parent = np.full(len(rows), -1, dtype=np.int64)
+            inner_up = up[known]
+            parent[known] = np.where(self.kept[inner_up], self.kept_id[inner_up], -1)
         if len(self.outer):
             at = np.searchsorted(self.outer, rows)
             at = np.minimum(at, len(self.outer) - 1)
@@ -727,7 +732,7 @@ class _Chunk:
         c, ev = self.c, self.local.ev
         rows = c.closed
         end_at = c.end_at
-        if not self.kept.all():
+        if not self.all_kept:
             sel = self.kept[rows]
             rows, end_at = rows[sel], end_at[sel]
         dur = c.duration[rows]
@@ -742,7 +747,7 @@ class _Chunk:
             "duration_ns": lambda: dur.view(np.uint64),
             "self_ns": lambda: np.maximum(dur - c.children[rows], 0).view(np.uint64),
             "depth": lambda: self.depth[rows].astype(np.uint32),
-            "parent": lambda: self.parent[rows],
+            "parent": lambda: self.parent_of(rows),
             "flags": lambda: (ev.kind[end_at] == F.EVENT_EXCEPTION).astype(np.uint32)
             * np.uint32(LEFT),
             "nested": lambda: self.nested[rows] if self.nested is not None
@@ -799,7 +804,7 @@ class _Chunk:
             duration[lead] = self.lead_duration
             call[lead] = self.lead_kept_id
             flags[lead] = self.lead_flags
-        if self.kept.all() and (not len(lead) or self.lead_kept.all()) and not local.other:
+        if self.all_kept and (not len(lead) or self.lead_kept.all()) and not local.other:
             rows = slice(None)
         else:
             keep = np.zeros(n, dtype=bool)
@@ -1026,6 +1031,17 @@ def pipelined(items: Iterable[T], work: Callable[[T], Any], pool: ThreadPoolExec
             yield pending.popleft().result()
     while pending:
         yield pending.popleft().result()
+
+
+def made_ahead(steps: Iterable[Step], pool: ThreadPoolExecutor, depth: int = 2
+               ) -> Iterator[Step]:
+    """The steps, each one's calls and paths (Step.done, Step.paths) made on the pool ahead
+    of need: a consumer that works through them on this thread (formatting, adding up
+    paths) then waits for none of that work."""
+    def make(step: Step) -> Step:
+        step._make()
+        return step
+    return pipelined(steps, make, pool, depth)
 
 
 # --- whole tables (tests, small sessions) -----------------------------------------------------

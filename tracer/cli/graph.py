@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     whole = C.PathTable()
     tables = [whole] if ids is None else [whole, C.PathTable(roots=ids)]
     with C.worker_pool() as pool:
-        for step in call_filter(args).steps(session, C.Plan(paths=tables, columns=("duration_ns", "self_ns")), pool):
+        plan = C.Plan(paths=tables, columns=("duration_ns", "self_ns"))
+        for step in C.made_ahead(call_filter(args).steps(session, plan, pool), pool):
             for table, paths in zip(tables, step.paths):
                 table.add(paths, step.done["duration_ns"].view(np.int64),
                           step.done["self_ns"].view(np.int64))

@@ -29,28 +29,36 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     out.write(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                           "args": {"name": process_name}}))
     count, named = 0, set()
+
+    def text_of(step: C.Step) -> tuple[C.Step, str, int]:
+        """The step's complete events as JSON text (made on a worker while this thread
+        walks on)."""
+        tid, calls = step.thread.thread_id, step.done
+        calls = calls[(calls["flags"] & C.ORPHAN) == 0]  # they cannot nest
+        if not len(calls):
+            return step, "", 0
+        distinct, which = np.unique(calls["function_id"], return_inverse=True)
+        for f in distinct.tolist():
+            if f not in quoted:
+                quoted[f] = json.dumps(label(names, f))
+        name = np.array([quoted[f] for f in distinct.tolist()], dtype=object)[which]
+        start = calls["start_ns"].tolist()
+        duration = calls["duration_ns"].tolist()
+        head = f',\n{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": '
+        return step, "".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
+                             for n, s, d in zip(name.tolist(), start, duration)), len(calls)
+
     with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(columns=(
-                "function_id", "start_ns", "duration_ns", "flags")), pool):
-            tid, calls = step.thread.thread_id, step.done
-            calls = calls[(calls["flags"] & C.ORPHAN) == 0]  # they cannot nest
+        steps = selection.steps(session, C.Plan(columns=(
+            "function_id", "start_ns", "duration_ns", "flags")), pool)
+        for step, text, n in C.pipelined(steps, text_of, pool):
+            tid = step.thread.thread_id
             if tid not in named:
                 named.add(tid)
                 out.write(",\n" + json.dumps({"ph": "M", "name": "thread_name", "pid": pid,
                                               "tid": tid, "args": {"name": f"tid {tid}"}}))
-            if len(calls):
-                fid = calls["function_id"]
-                distinct, which = np.unique(fid, return_inverse=True)
-                for f in distinct.tolist():
-                    if f not in quoted:
-                        quoted[f] = json.dumps(label(names, f))
-                name = np.array([quoted[f] for f in distinct.tolist()], dtype=object)[which]
-                start = calls["start_ns"].tolist()
-                duration = calls["duration_ns"].tolist()
-                head = f',\n{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": '
-                out.write("".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
-                                  for n, s, d in zip(name.tolist(), start, duration)))
-                count += len(calls)
+            out.write(text)
+            count += n
             seen(step)
     out.write("\n]}\n")
     return count

@@ -26,7 +26,8 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     names = function_names(session)
     table = C.PathTable()
     with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(paths=[table], columns=("duration_ns", "self_ns")), pool):
+        plan = C.Plan(paths=[table], columns=("duration_ns", "self_ns"))
+        for step in C.made_ahead(selection.steps(session, plan, pool), pool):
             table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
                       step.done["self_ns"].view(np.int64))
             seen(step)
