@@ -57,6 +57,14 @@ def function_events(session: atf.SessionReader, name: str) -> dict[int, np.ndarr
     return result
 
 
+def index_events(spec: list[tuple[int, int, int]]) -> np.ndarray:
+    """Index events from (kind, depth, function_id) in order, a nanosecond apart."""
+    ev = np.zeros(len(spec), dtype=F.INDEX_EVENT)
+    ev["timestamp_ns"] = np.arange(len(spec))
+    ev["event_kind"], ev["call_depth"], ev["function_id"] = zip(*spec)
+    return ev
+
+
 def assert_balanced(ev: np.ndarray, left: bool = False, open_at_end: int = 0) -> None:
     """One thread's events nest like a call stack, and their timestamps never go back.
 

@@ -101,6 +101,15 @@ def test_report_is_the_oracle(sqlite):
     assert got == oracle_by_name(sqlite) and len(got) > 100
 
 
+def name_path(calls: dict, c: dict, names: dict) -> tuple:
+    """(root name, ..., name) of an oracle call, by its parents."""
+    path, p = [names[c["function"]]], c["parent"]
+    while p is not None:
+        path.append(names[calls[p]["function"]])
+        p = calls[p]["parent"]
+    return tuple(reversed(path))
+
+
 def oracle_paths_by_name(session) -> dict:
     """(root name, ..., name) -> [calls, total], the oracle's."""
     names = session.symbol_names()
@@ -108,11 +117,7 @@ def oracle_paths_by_name(session) -> dict:
     for t in session.threads:
         calls = oracle(t)
         for c in calls.values():
-            path, p = [names[c["function"]]], c["parent"]
-            while p is not None:
-                path.append(names[calls[p]["function"]])
-                p = calls[p]["parent"]
-            v = out[tuple(reversed(path))]
+            v = out[name_path(calls, c, names)]
             v[0] += 1
             v[1] += c["duration"]
     return out
@@ -141,11 +146,7 @@ def test_folded_stacks_are_the_oracle_self_times(sqlite, tmp_path):
     for t in sqlite.threads:
         calls = oracle(t)
         for c in calls.values():
-            path, p = [names[c["function"]]], c["parent"]
-            while p is not None:
-                path.append(names[calls[p]["function"]])
-                p = calls[p]["parent"]
-            want[";".join(reversed(path))] += c["self"]
+            want[";".join(name_path(calls, c, names))] += c["self"]
     got = Counter()
     for line in export(sqlite, tmp_path, "folded").read_text().splitlines():
         stack, ns = line.rsplit(" ", 1)

@@ -573,13 +573,7 @@ def test_dirty_pressure_without_vmstat_is_no_pressure(tmp_path):
 # --- the tests' own oracle -------------------------------------------------------------------
 
 def test_assert_balanced_catches_what_it_claims_to():
-    from helpers import assert_balanced
-
-    def events(spec):  # (kind, depth, function_id) in order
-        ev = np.zeros(len(spec), dtype=F.INDEX_EVENT)
-        ev["timestamp_ns"] = np.arange(len(spec))
-        ev["event_kind"], ev["call_depth"], ev["function_id"] = zip(*spec)
-        return ev
+    from helpers import assert_balanced, index_events as events
 
     C, R = F.EVENT_CALL, F.EVENT_RETURN
     assert_balanced(events([(C, 0, 1), (C, 1, 2), (R, 1, 2), (C, 1, 3), (R, 1, 3), (R, 0, 1)]))

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from ada.atf import format as F
-from helpers import assert_balanced, assert_verify_clean, trace_session as trace
+from helpers import assert_balanced, assert_verify_clean, index_events as events, \
+    trace_session as trace
 
 C, R, X = "CALL", "RETURN", "EXCEPTION"
 
@@ -205,12 +206,6 @@ def test_tail_calls_and_longjmp_with_the_detail_lane(tmp_path, tail_calls, engin
 
 
 def test_assert_balanced_takes_exception_events_as_closes_when_told():
-    def events(spec):  # (kind, depth, function_id) in order
-        ev = np.zeros(len(spec), dtype=F.INDEX_EVENT)
-        ev["timestamp_ns"] = np.arange(len(spec))
-        ev["event_kind"], ev["call_depth"], ev["function_id"] = zip(*spec)
-        return ev
-
     c, r, x = F.EVENT_CALL, F.EVENT_RETURN, F.EVENT_EXCEPTION
     left = events([(c, 0, 1), (c, 1, 2), (c, 2, 3), (x, 2, 3), (x, 1, 2), (c, 1, 2), (r, 1, 2),
                    (r, 0, 1)])

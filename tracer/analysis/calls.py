@@ -908,9 +908,6 @@ def chunk_bounds(thread: ThreadReader, chunk_events: int = CHUNK_EVENTS
     return [(a, min(a + chunk_events, n)) for a in range(0, n, chunk_events)]
 
 
-CLOSES = (F.EVENT_RETURN, F.EVENT_EXCEPTION)
-
-
 def may_begin_inside_calls(session: SessionReader | None, thread: ThreadReader) -> bool:
     """Whether a thread's first RETURNs may close calls its recording did not see begin:
     never in a session ada recorded without losing events (its hooks see every call they

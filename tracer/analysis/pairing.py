@@ -80,7 +80,7 @@ class Events:
         return Events(self.seq[rows], self.ts[rows], self.fid[rows], self.kind[rows],
                       self.detail[rows], self.depth[rows])
 
-    def pairable(self, is_call: np.ndarray | None = None) -> "Events":
+    def pairable(self) -> "Events":
         """Only the CALLs, RETURNs and EXCEPTIONs (an event of another kind neither opens
         nor closes a call)."""
         k = self.kind
