@@ -11,19 +11,17 @@ IndexEvent at a time (the seed API's merge-sort iterator), `merged_chunks()` as
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from . import format as F
 from .errors import AtfError, ManifestError, NotASessionError
-from .reader import CLEAN, DEGRADED, RECOVERED, IndexEvent, ThreadReader, open_regular
+from .manifest import MANIFEST, Manifest, read_manifest
+from .reader import CLEAN, DEGRADED, RECOVERED, IndexEvent, ThreadReader
 
-MANIFEST = "manifest.json"
-MANIFEST_MAX_BYTES = 256 << 20  # a manifest past this is not one ada wrote: refused, not read
 MERGE_CHUNK_EVENTS = 1 << 21
 
 
@@ -63,41 +61,6 @@ def _looks_like_session(p: Path) -> bool:
         c.name.startswith("thread_") and c.is_dir() for c in p.iterdir())
 
 
-def load_manifest(session_dir: Path) -> dict[str, Any] | None:
-    path = session_dir / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        with open(open_regular(path), "rb") as f:
-            raw = f.read(MANIFEST_MAX_BYTES + 1)
-        if len(raw) > MANIFEST_MAX_BYTES:
-            raise ManifestError(f"larger than {MANIFEST_MAX_BYTES >> 20} MiB: not a manifest "
-                                "ada wrote", path)
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ManifestError(f"unreadable manifest: {e}", path) from e
-    if not isinstance(data, dict):
-        raise ManifestError(f"expected a JSON object, found {type(data).__name__}", path)
-    return data
-
-
-def manifest_thread_ids(manifest: dict[str, Any], path: Path) -> list[int]:
-    threads = manifest.get("threads")
-    if threads is None:
-        return []
-    if not isinstance(threads, list):
-        raise ManifestError(f"'threads' must be a list, found {type(threads).__name__}", path)
-    ids = []
-    for i, entry in enumerate(threads):
-        tid = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < 1 << 31:
-            raise ManifestError(f"threads[{i}] needs an integer 'id', found {entry!r:.60}", path)
-        ids.append(tid)
-    if len(set(ids)) != len(ids):
-        raise ManifestError("thread ids are not unique", path)
-    return ids
-
-
 def check_threads_exist(ids: list[int], session_dir: Path) -> None:
     """Every thread the manifest lists has its directory: checked against one listing of the
     directory, so a manifest listing millions of threads costs no more than reading it."""
@@ -123,13 +86,10 @@ class SessionReader:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = find_session_dir(path)
-        self.manifest = load_manifest(self.path)
-        if self.manifest is not None:
-            ids = manifest_thread_ids(self.manifest, self.path / MANIFEST)
-            if not ids and self.manifest.get("threads") is None:
-                ids = scan_thread_ids(self.path)
-            else:
-                check_threads_exist(ids, self.path)
+        self.manifest: Manifest | None = read_manifest(self.path)
+        if self.manifest is not None and self.manifest.threads is not None:
+            ids = [t.id for t in self.manifest.threads]
+            check_threads_exist(ids, self.path)
         else:
             ids = scan_thread_ids(self.path)
         self.threads = [ThreadReader(self.path / f"thread_{i}", i) for i in ids]
@@ -175,21 +135,7 @@ class SessionReader:
 
     def symbol_names(self) -> dict[int, str]:
         """function_id -> name from the manifest's symbols (empty when there are none)."""
-        names: dict[int, str] = {}
-        symbols = (self.manifest or {}).get("symbols") or []
-        if not isinstance(symbols, list):
-            return names
-        for s in symbols:
-            if not isinstance(s, dict):
-                continue
-            fid, name = s.get("function_id"), s.get("name")
-            try:
-                key = int(fid, 16) if isinstance(fid, str) else int(fid)
-            except (TypeError, ValueError):
-                continue
-            if isinstance(name, str):
-                names[key] = name
-        return names
+        return self.manifest.symbol_names() if self.manifest is not None else {}
 
     # --- merge ------------------------------------------------------------------
 

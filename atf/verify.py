@@ -17,8 +17,8 @@ import numpy as np
 from . import format as F
 from .errors import AtfError
 from .reader import CLEAN, DetailReader, IndexReader
-from .session import (MANIFEST, find_session_dir, load_manifest, manifest_thread_ids,
-                      process_dirs, scan_thread_ids)
+from .manifest import MANIFEST, ThreadEntry, read_manifest
+from .session import find_session_dir, process_dirs, scan_thread_ids
 
 _MAX_PROBLEMS_PER_CHECK = 5
 
@@ -298,36 +298,31 @@ def _check_links(index: IndexReader, detail: DetailReader, report: VerifyReport)
 def _verify_session(session: Path, report: VerifyReport) -> None:
     manifest = None
     try:
-        manifest = load_manifest(session)
+        manifest = read_manifest(session)
     except AtfError as e:
         report.add(e.path or session, None, e.reason)
+    if manifest is not None:
+        for problem in manifest.problems:
+            report.add(session / MANIFEST, None, problem)
     on_disk = scan_thread_ids(session)
     ids = on_disk
-    if manifest is not None:
-        try:
-            listed = manifest_thread_ids(manifest, session / MANIFEST)
-        except AtfError as e:
-            report.add(session / MANIFEST, None, e.reason)
-            listed = []
-        if manifest.get("threads") is not None:
-            ids = listed
-            # Bounded by what is on disk: a manifest listing millions of threads that do not
-            # exist costs one set difference and a few lines, not a million checks.
-            missing = sorted(set(listed) - set(on_disk))
-            for tid in missing[:_MAX_PROBLEMS_PER_CHECK]:
-                report.add(session / MANIFEST, None,
-                           f"lists thread {tid} but thread_{tid}/ does not exist")
-            if len(missing) > _MAX_PROBLEMS_PER_CHECK:
-                report.add(session / MANIFEST, None, f"{len(missing):,} listed threads have "
-                           f"no directory in all ({len(on_disk):,} thread directories exist)")
-            for extra in sorted(set(on_disk) - set(listed)):
-                report.add(session / f"thread_{extra}", None,
-                           "thread directory not listed in manifest.json")
+    if manifest is not None and manifest.threads is not None:
+        ids = listed = [t.id for t in manifest.threads]
+        # Bounded by what is on disk: a manifest listing millions of threads that do not
+        # exist costs one set difference and a few lines, not a million checks.
+        missing = sorted(set(listed) - set(on_disk))
+        for tid in missing[:_MAX_PROBLEMS_PER_CHECK]:
+            report.add(session / MANIFEST, None,
+                       f"lists thread {tid} but thread_{tid}/ does not exist")
+        if len(missing) > _MAX_PROBLEMS_PER_CHECK:
+            report.add(session / MANIFEST, None, f"{len(missing):,} listed threads have "
+                       f"no directory in all ({len(on_disk):,} thread directories exist)")
+        for extra in sorted(set(on_disk) - set(listed)):
+            report.add(session / f"thread_{extra}", None,
+                       "thread directory not listed in manifest.json")
     if not ids and not on_disk and manifest is None:  # a manifest may say no thread ran
         report.add(session, None, "session has no threads")
-    entries = {}
-    if manifest is not None and isinstance(manifest.get("threads"), list):
-        entries = {e.get("id"): e for e in manifest["threads"] if isinstance(e, dict)}
+    entries = {t.id: t for t in (manifest.threads or [])} if manifest is not None else {}
     present = set(on_disk)
     for tid in ids:
         if tid not in present:
@@ -339,18 +334,16 @@ def _verify_session(session: Path, report: VerifyReport) -> None:
             _check_manifest_thread(entry, counts, thread_dir, session / MANIFEST, report)
 
 
-def _check_manifest_thread(entry: dict, counts: tuple[int, int], thread_dir: Path,
+def _check_manifest_thread(entry: ThreadEntry, counts: tuple[int, int], thread_dir: Path,
                            manifest_path: Path, report: VerifyReport) -> None:
     n_index, n_detail = counts
-    expected = entry.get("index_events", entry.get("event_count"))
-    if isinstance(expected, int) and expected != n_index:
-        report.add(manifest_path, None, f"thread {entry['id']}: manifest says {expected} index "
-                   f"events, {thread_dir.name}/index.atf holds {n_index}")
-    expected_d = entry.get("detail_events")
-    if isinstance(expected_d, int) and expected_d != n_detail:
-        report.add(manifest_path, None, f"thread {entry['id']}: manifest says {expected_d} "
-                   f"detail events, found {n_detail}")
-    has = entry.get("has_detail")
-    if isinstance(has, bool) and has != (thread_dir / "detail.atf").exists():
-        report.add(manifest_path, None, f"thread {entry['id']}: manifest has_detail={has} but "
+    if entry.index_events is not None and entry.index_events != n_index:
+        report.add(manifest_path, None, f"thread {entry.id}: manifest says {entry.index_events} "
+                   f"index events, {thread_dir.name}/index.atf holds {n_index}")
+    if entry.detail_events is not None and entry.detail_events != n_detail:
+        report.add(manifest_path, None, f"thread {entry.id}: manifest says "
+                   f"{entry.detail_events} detail events, found {n_detail}")
+    has = entry.has_detail
+    if has is not None and has != (thread_dir / "detail.atf").exists():
+        report.add(manifest_path, None, f"thread {entry.id}: manifest has_detail={has} but "
                    f"detail.atf {'is missing' if has else 'exists'}")

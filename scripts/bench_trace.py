@@ -206,7 +206,7 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (
     run = AdaRun(rate, 2 * calls * threads, session.event_count(), seconds,
                  sum(len(d) for d in details),
                  sum(int(d.events_end - d.events_offset) for d in details),
-                 float(session.manifest["drops"]["wait_ms"]))
+                 float(session.manifest.drops["wait_ms"]))
     shutil.rmtree(session.path.parent)
     return run
 
@@ -269,7 +269,7 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
         service.stop()
     session = atf.open_session(stdout.strip().splitlines()[-1])
     run = AdaRun(rate, 2 * calls, session.event_count(), seconds, 0, 0,
-                 float(session.manifest["drops"]["wait_ms"]))
+                 float(session.manifest.drops["wait_ms"]))
     run.transport = session.manifest["transport"]  # type: ignore[attr-defined]
     shutil.rmtree(session.path.parent)
     return run

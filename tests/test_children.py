@@ -43,11 +43,11 @@ def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin,
         [f"pid_{ids['child']}"]
     s, counts = work_events(main)
     assert counts == {ids["parent"]: 2 * N}  # nothing of the child's in the parent's files
-    assert s.manifest["process"]["children"] == [
+    assert s.manifest.document["process"]["children"] == [
         {"pid": ids["child"], "origin": "fork", "followed": True}]
     child, child_counts = work_events(children[0])
     assert child_counts == {ids["child"]: 2 * M}
-    assert (child.manifest["process"]["parent_pid"], child.manifest["process"]["origin"]) == \
+    assert (child.manifest.document["process"]["parent_pid"], child.manifest.document["process"]["origin"]) == \
         (ids["parent"], "fork")
     listing = json.loads(run_ada("info", "--json", main.parent).stdout)["processes"]
     assert [(p["pid"], p["parent_pid"], p["index_events"]) for p in listing] == [
@@ -64,7 +64,7 @@ def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, 
     assert [p.name for p in main.parent.iterdir()] == [main.name]
     s, counts = work_events(main)
     assert counts == {ids["parent"]: 2 * N}
-    assert s.manifest["process"]["children"] == [
+    assert s.manifest.document["process"]["children"] == [
         {"pid": ids["child"], "origin": "fork", "followed": False}]
     assert_verify_clean(main)
 
@@ -83,7 +83,7 @@ def test_a_child_left_untraced_writes_nothing_into_the_parents_rings(tmp_path, t
     (main,) = session_lines(out)
     s, counts = work_events(main)
     assert counts == {pids(out)["parent"]: 2 * 3000}
-    assert s.manifest["drops"]["index"] == 0 and s.manifest["end"]["clean"]
+    assert s.manifest.document["drops"]["index"] == 0 and s.manifest.document["end"]["clean"]
     assert_verify_clean(main)
 
 
@@ -95,10 +95,10 @@ def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_b
     assert ids["image"] == ids["child"]
     paths = {p.name: p for p in session_lines(out)}
     before = atf.open_session(paths[f"pid_{ids['child']}"])
-    assert before.manifest["end"]["reason"] == "exec" and before.manifest["end"]["clean"]
+    assert before.manifest.document["end"]["reason"] == "exec" and before.manifest.document["end"]["clean"]
     image, counts = work_events(paths[f"pid_{ids['child']}_exec1"])
     assert counts == {ids["child"]: 2 * M}
-    assert image.manifest["process"]["origin"] == "exec"
+    assert image.manifest.document["process"]["origin"] == "exec"
     _, parent_counts = work_events(paths[f"pid_{ids['parent']}"])
     assert parent_counts == {ids["parent"]: 2 * N}
     assert_verify_clean(image.path.parent)
@@ -150,7 +150,7 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
         assert Path(f"/proc/{child}").exists(), "the child was killed"
         assert code_is_original(child, exe), "the child still runs ada's hook"
         recorded = atf.open_session(session_lines(out)[0])
-        assert recorded.manifest["end"]["reason"] == "duration"
+        assert recorded.manifest.document["end"]["reason"] == "duration"
         assert 0 < recorded.event_count() < 2 * 3000
     finally:
         subprocess.run(["kill", str(child)])
@@ -170,7 +170,7 @@ def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin, engine):
         assert ada.wait(timeout=30) == 0, out.stderr
         child = pids(out)["child"]
         assert code_is_original(child, exe)
-        assert atf.open_session(session_lines(out)[0]).manifest["end"]["reason"] == \
+        assert atf.open_session(session_lines(out)[0]).manifest.document["end"]["reason"] == \
             "interrupted"
     finally:
         if ada.poll() is None:

@@ -130,7 +130,7 @@ def test_recorded_timestamps_are_the_targets_own_boottime(tmp_path, target_bin, 
     assert np.all(returns >= calls)
 
     wanted = "tsc" if extra[1] == "auto" and _kernel_clocksource() == "tsc" else "os"
-    assert s.manifest["clock_source"]["hot_path"] == wanted
+    assert s.manifest.document["clock_source"]["hot_path"] == wanted
     info = run_ada("info", s.path, check=True).stdout
     assert ("read as TSC ticks" in info) == (wanted == "tsc"), info
     if "--detail" in extra:

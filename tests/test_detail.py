@@ -20,7 +20,7 @@ from helpers import (ROOT, ada_command, assert_verify_clean, function_events, o_
 def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain, engine):
     s, out = trace(tmp_path, *engine, "-f", target_bin("regs"), "-i", "regs!add", "--detail",
                    "--stack-bytes", "64", "--cmodule-toolchain", toolchain)
-    assert s.manifest["hot_path"]["toolchain"] == toolchain
+    assert s.manifest.document["hot_path"]["toolchain"] == toolchain
     local = int(out.stdout.split("local ")[1].split()[0], 16)
     t = s.threads[0]
     assert len(t.detail) == len(t.index) == 6
@@ -37,8 +37,8 @@ def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain, engin
         assert local - 65536 < d.sp < local, "sp lies on main's stack, below its local"
         assert len(d.stack) == 64 and not d.stack_truncated
         assert int.from_bytes(d.stack[:8], "little") == d.lr  # x86_64: [sp] = return address
-    assert s.manifest["detail"]["mode"] == "always"
-    assert s.manifest["threads"][0]["detail_events"] == 6
+    assert s.manifest.document["detail"]["mode"] == "always"
+    assert s.manifest.document["threads"][0]["detail_events"] == 6
     dump = run_ada("dump", s.path, "--detail").stdout
     assert "rdi=0x3  rsi=0x4" in dump and "return=0x7" in dump
     assert_verify_clean(s.path)
@@ -74,7 +74,7 @@ def assert_window_contents(s, windows):
 def test_function_trigger_window(tmp_path, target_bin, engine):
     s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1200", "600", "-i", "steady!tick",
                  "--trigger", "steady!trigger", "--pre-roll-ms", "100", "--post-roll-ms", "150")
-    m = s.manifest
+    m = s.manifest.document
     assert [t["kind"] for t in m["triggers"]] == ["function"]
     trig = m["triggers"][0]
     assert trig["function"] == "trigger" and trig["tid"] == m["process"]["pid"]
@@ -93,7 +93,7 @@ def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin
     s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1500", "400", "480", "1200",
                  "-i", "steady!tick", "--trigger", "steady!trigger",
                  "--pre-roll-ms", "60", "--post-roll-ms", "60", "--detail-io", "direct")
-    m = s.manifest
+    m = s.manifest.document
     direct = F.HEADER_SIZE if o_direct_works(tmp_path) else None
     assert [t["detail_direct_from"] for t in m["threads"] if t["has_detail"]] == [direct]
     assert len(m["triggers"]) == 3
@@ -107,7 +107,7 @@ def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin
 def test_trigger_at_ms(tmp_path, target_bin, engine):
     s, _ = trace(tmp_path, *engine, "-f", target_bin("steady"), "1200", "-i", "steady!tick",
                  "--trigger-at-ms", "500", "--pre-roll-ms", "50", "--post-roll-ms", "50")
-    m = s.manifest
+    m = s.manifest.document
     assert [t["kind"] for t in m["triggers"]] == ["time"]
     start, end = window_of(m)
     assert end - start == 100_000_000
@@ -130,8 +130,8 @@ def test_sigusr1_to_ada_is_a_trigger(tmp_path, target_bin, engine):
             ada.kill()
     assert ada.returncode == 0, stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])
-    assert [t["kind"] for t in s.manifest["triggers"]] == ["signal"]
-    start, end = window_of(s.manifest)
+    assert [t["kind"] for t in s.manifest.document["triggers"]] == ["signal"]
+    start, end = window_of(s.manifest.document)
     assert assert_window_contents(s, [(start, end)]) > 20
     assert_verify_clean(s.path)
 
@@ -171,10 +171,10 @@ def test_pre_roll_cut_short_by_the_buffer_cap_is_reported(tmp_path, target_bin, 
                   "--trigger-at-ms", "350", "--pre-roll-buffer-mb", "1", timeout=180)
     assert out.returncode == 0, out.stderr
     s = atf.open_session(out.stdout.strip().splitlines()[-1])
-    (w,) = s.manifest["windows"]
+    (w,) = s.manifest.document["windows"]
     assert w["truncated"] and 0 < w["truncated_ns"] <= w["end_ns"] - w["start_ns"] + 1
-    assert s.manifest["detail"]["evicted_by_cap"] > 0
-    assert s.manifest["detail"]["truncated_ns"] == w["truncated_ns"]
+    assert s.manifest.document["detail"]["evicted_by_cap"] > 0
+    assert s.manifest.document["detail"]["truncated_ns"] == w["truncated_ns"]
     assert "cut short by" in out.stderr  # the status line's summary says it too
     assert_verify_clean(s.path)
 
@@ -190,8 +190,8 @@ def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io, engine):
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n
     assert [t.get_detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
-    assert s.manifest["detail"]["io"] == io
-    assert s.manifest["threads"][0]["detail_direct_from"] == \
+    assert s.manifest.document["detail"]["io"] == io
+    assert s.manifest.document["threads"][0]["detail_direct_from"] == \
         (F.HEADER_SIZE if io == "direct" and o_direct_works(tmp_path) else None)
     assert_verify_clean(s.path)
 
@@ -217,7 +217,7 @@ def test_enter_at_the_terminal_is_a_trigger(tmp_path, target_bin):
     assert ada.returncode == 0, stderr
     assert "press Enter to trigger" in stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])
-    assert [t["kind"] for t in s.manifest["triggers"]] == ["key"]
-    start, end = window_of(s.manifest)
+    assert [t["kind"] for t in s.manifest.document["triggers"]] == ["key"]
+    start, end = window_of(s.manifest.document)
     assert assert_window_contents(s, [(start, end)]) > 20
     assert_verify_clean(s.path)

@@ -31,7 +31,7 @@ def test_local_transports_give_the_same_exact_counts(tmp_path, target_bin, trans
     s = atf.open_session(session_path(out))
     assert sorted(len(ev) for ev in function_events(s, "work").values()) == \
         [2 * (n + i) for i in range(8)]
-    assert s.manifest["transport"]["kind"] == transport
+    assert s.manifest.document["transport"]["kind"] == transport
     assert_verify_clean(s.path)
 
 
@@ -116,13 +116,13 @@ def test_remote_device_on_loopback_delivers_everything_at_the_end(tmp_path, targ
             pass
     assert ada.returncode == 0, stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])
-    assert s.manifest["device"]["type"] == "remote"
-    assert s.manifest["transport"]["kind"] == "rpc"
+    assert s.manifest.document["device"]["type"] == "remote"
+    assert s.manifest.document["transport"]["kind"] == "rpc"
     work = function_events(s, "work")
     assert sorted(len(ev) for ev in work.values()) == [2 * calls] * max(threads, 1)
     for ev in work.values():
         assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], calls))
-    end = s.manifest["end"]
+    end = s.manifest.document["end"]
     assert end["clean"] is True and end["undelivered_events"] == 0
     if ending == "segv":
         assert end["reason"] == "target-crashed" and end["crash"]["signal"] == "SIGSEGV"
@@ -167,7 +167,7 @@ def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bi
                 p.kill()
     assert ada.returncode == 1 and "ended early" in stderr and stderr.count("\n") == 1, stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])
-    assert s.manifest["end"]["clean"] is False
+    assert s.manifest.document["end"]["clean"] is False
     assert len(s.threads[0].index) >= 20000
     assert_verify_clean(s.path)
 

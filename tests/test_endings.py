@@ -38,11 +38,11 @@ def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, r
                                       engine):
     out, s = trace_ending(tmp_path, target_bin, transport, ending, *engine)
     assert_every_call(s)
-    end = s.manifest["end"]
+    end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == (reason, True, 0)
     if reason == "target-crashed":
         crash = end["crash"]
-        assert crash["signal"] == detail and int(crash["threadId"]) == s.manifest["process"]["pid"]
+        assert crash["signal"] == detail and int(crash["threadId"]) == s.manifest.document["process"]["pid"]
         assert f"crashed: {detail} at {crash['address']}" in out.stderr
         if ending.startswith("segv"):
             assert (crash["memoryOperation"], crash["memoryAddress"]) == ("write", "0x0")
@@ -56,7 +56,7 @@ def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, r
 def test_a_killed_target_keeps_its_rings_in_shared_memory(tmp_path, target_bin, engine):
     out, s = trace_ending(tmp_path, target_bin, "shm", "kill", *engine)
     assert_every_call(s)
-    end = s.manifest["end"]
+    end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == ("target-killed", True, 0)
 
 
@@ -64,7 +64,7 @@ def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target
     """SIGKILL gives the agent no chance to hand its rings over: what it held is lost, and the
     session says so rather than calling itself clean."""
     out, s = trace_ending(tmp_path, target_bin, "rpc", "kill", *engine)
-    end = s.manifest["end"]
+    end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == \
         ("target-killed", False, None)
     assert "how many is unknown" in out.stderr
@@ -82,9 +82,9 @@ def test_an_exception_thrown_through_a_hooked_function_is_named(tmp_path, target
     assert "called std::terminate inside 1 hooked call(s), the innermost throws!thrower" \
         in out.stderr and "-x 'throws!thrower'" in out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["end"]["reason"] == "target-crashed"
-    assert s.manifest["end"]["crash"]["signal"] == "SIGABRT"
-    assert s.manifest["unwinding"]["terminate"]["open_calls"] == 1
+    assert s.manifest.document["end"]["reason"] == "target-crashed"
+    assert s.manifest.document["end"]["crash"]["signal"] == "SIGABRT"
+    assert s.manifest.document["unwinding"]["terminate"]["open_calls"] == 1
     # Excluded, the same program catches its exception and exits normally.
     out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-through",
                   "-i", "throws!thrower*", "-x", "throws!thrower")
@@ -97,8 +97,8 @@ def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_b
                   "-i", "throws!thrower_catches")
     assert out.returncode == 0 and "caught 1" in out.stdout, out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["end"]["reason"] == "target-exited" and s.manifest["end"]["clean"]
-    assert s.manifest["unwinding"] == {"unwound_calls": 0, "terminate": None}
+    assert s.manifest.document["end"]["reason"] == "target-exited" and s.manifest.document["end"]["clean"]
+    assert s.manifest.document["unwinding"] == {"unwound_calls": 0, "terminate": None}
 
 
 def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
@@ -111,7 +111,7 @@ def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
                   "-i", "throws!jumper")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["unwinding"]["unwound_calls"] == n - 1
+    assert s.manifest.document["unwinding"]["unwound_calls"] == n - 1
     assert f"{n - 1:,} hooked call(s) were left by longjmp" in out.stderr
     jumper = np.concatenate(list(function_events(s, "jumper").values()))
     assert jumper["event_kind"].tolist() == [F.EVENT_CALL, F.EVENT_EXCEPTION] * (n - 1) + \
@@ -125,7 +125,7 @@ def test_a_tail_call_is_not_taken_for_a_longjmp(tmp_path, target_bin, engine):
                   "-i", "tail_call!tail_*")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
+    assert s.manifest.document["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
     assert len(function_events(s, "tail_a")[0]) == len(function_events(s, "tail_b")[0]) == 1000
     # tail_b nests in the tail_a call that jumped to it, and returns first
     assert np.all(function_events(s, "tail_b")[0]["call_depth"] == 1)

@@ -329,7 +329,7 @@ def test_the_manifest_anchors_the_recording_clock_to_wall_clock_and_perfetto_has
     """The agent reads CLOCK_BOOTTIME and CLOCK_REALTIME together as it starts; the Perfetto
     export gives the pair as a ClockSnapshot, so the UI can show wall-clock time."""
     import time
-    anchors = real.manifest["clock_anchors"]
+    anchors = real.manifest.document["clock_anchors"]
     start = anchors[0]
     assert start["at"] == "start" and start["uncertainty_ns"] < 50_000_000
     assert abs(start["realtime_ns"] - time.time_ns()) < 600 * 10**9  # recorded minutes ago
@@ -344,7 +344,7 @@ def test_the_manifest_anchors_the_recording_clock_to_wall_clock_and_perfetto_has
 
 def test_perfetto_export_puts_triggers_and_windows_on_a_track_of_their_own(tmp_path):
     s = write_session(tmp_path, BALANCED)
-    manifest = dict(s.manifest, triggers=[{"kind": "signal", "timestamp_ns": 500,
+    manifest = dict(s.manifest.document, triggers=[{"kind": "signal", "timestamp_ns": 500,
                                            "signal": "SIGUSR1"}],
                     windows=[{"start_ns": 400, "end_ns": 700, "truncated": False}])
     (s.path / "manifest.json").write_text(json.dumps(manifest))

@@ -26,7 +26,7 @@ def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin):
     calls = ev[ev["event_kind"] == F.EVENT_CALL]
     assert np.array_equal(calls["call_depth"], np.arange(n))  # each one deeper
     assert_balanced(ev)
-    m = s.manifest
+    m = s.manifest.document
     assert m["end"]["clean"] and m["drops"]["skipped_events"] == 0
     assert m["unwinding"]["unwound_calls"] == 0
     assert_verify_clean(s.path)
@@ -43,12 +43,12 @@ def test_a_signal_handler_calling_a_hooked_function(tmp_path, target_bin):
     assert handled > 100
     work, in_handler = function_events(s, "work")[0], function_events(s, "in_handler")[0]
     assert len(work) == 2 * n
-    skipped = s.manifest["drops"]["skipped_events"]
+    skipped = s.manifest.document["drops"]["skipped_events"]
     assert len(in_handler) + skipped == 2 * handled  # each handler call recorded or counted
     assert_balanced(s.threads[0].index.events)  # handler calls nest inside work()'s
     if skipped:
         assert f"{skipped:,} event(s) of hooked calls went unrecorded" in out.stderr
-        assert not s.manifest["end"]["clean"]
+        assert not s.manifest.document["end"]["clean"]
     assert_verify_clean(s.path)
 
 
@@ -81,9 +81,9 @@ def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin):
     assert [(names[int(e["function_id"])], int(e["event_kind"]), int(e["call_depth"]))
             for e in ev] == [("main", F.EVENT_CALL, 0), ("thrower", F.EVENT_CALL, 1),
                              ("thrower", F.EVENT_EXCEPTION, 1), ("main", F.EVENT_RETURN, 0)]
-    end = s.manifest["end"]
+    end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["exit_status"]) == ("target-exited", True, 0)
-    assert s.manifest["unwinding"] == {"unwound_calls": 0, "terminate": None}
+    assert s.manifest.document["unwinding"] == {"unwound_calls": 0, "terminate": None}
     assert_verify_clean(s.path)
 
 
@@ -102,7 +102,7 @@ def test_longjmp_out_of_hooked_calls_keeps_no_memory(tmp_path, target_bin):
         [F.EVENT_CALL]
     assert np.all(jumper["call_depth"] == 0)
     assert_balanced(jumper, left=True, open_at_end=1)
-    assert s.manifest["unwinding"]["unwound_calls"] == n - 1  # the last one: seen by no call
+    assert s.manifest.document["unwinding"]["unwound_calls"] == n - 1  # the last one: seen by no call
     assert "Frida keeps" not in out.stderr
 
 
@@ -138,13 +138,13 @@ def test_a_jump_thunk_is_hooked_once(tmp_path, target_bin, engine):
                    "-i", "inline_cases!thunk", "-i", "inline_cases!work", quiet=False)
     assert len(function_events(s, "work")[0]) == 2 * n
     assert len(function_events(s, "thunk")[0]) == 0
-    (alias,) = s.manifest["hook_aliases"]
+    (alias,) = s.manifest.document["hook_aliases"]
     assert (alias["name"], alias["as"]) == ("thunk", "inline_cases!work")
     assert "1 function(s) only jump to another selected function's code" in out.stderr
     alone, _ = trace(tmp_path / "alone", *engine, "-f", target_bin("inline_cases"), "thunk", n,
                      "-i", "inline_cases!thunk")
     assert len(function_events(alone, "thunk")[0]) == 2 * n  # the code it runs, its name
-    assert alone.manifest["hook_aliases"] == []
+    assert alone.manifest.document["hook_aliases"] == []
 
 
 def test_the_manifest_names_the_engine(tmp_path, target_bin):

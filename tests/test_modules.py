@@ -30,12 +30,12 @@ def test_a_library_loaded_later_is_hooked_as_it_loads(tmp_path, plugin, pattern,
     ev = plug_events(s)
     assert len(ev) == 2 * N
     assert_balanced(ev)
-    (module,) = s.manifest["modules"]
+    (module,) = s.manifest.document["modules"]
     assert module["file"] == str(plugin / "libplug.so.1.2.3")
     assert {"libplug.so.1.2.3", "libplug.so.1", "libplug.so"} <= set(module["names"])
     first_call = int(ev["timestamp_ns"][0])
     assert 0 <= first_call - module["added_ns"] < 200_000_000  # hooked as it loaded, just before
-    assert s.manifest["never_matched"] == []
+    assert s.manifest.document["never_matched"] == []
     assert_verify_clean(s.path)
 
 
@@ -48,7 +48,7 @@ def test_soname_of_a_library_linked_at_start(tmp_path, plugin):
 def test_functions_from_start_and_from_a_later_module_in_one_session(tmp_path, plugin, engine):
     s, _ = trace(tmp_path, *engine, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200, 2,
                  "-i", "plugin_host!host_work", "-i", "libplug.so.1!plug_work")
-    assert [m["module_id"] for m in s.manifest["modules"]] == [0, 1]
+    assert [m["module_id"] for m in s.manifest.document["modules"]] == [0, 1]
     assert len(function_events(s, "host_work")[0]) == 2 * 2
     # Loaded, unloaded and loaded again: Frida keeps a library it hooked loaded, and every
     # call of both rounds is recorded, under the same function_id.
@@ -89,14 +89,14 @@ def test_what_never_matched_is_said_and_nothing_traced_is_an_error(tmp_path, plu
     assert "never matched: -i libnothere.so!f" in out.stderr
     assert "no function matched the selection while the target ran" in out.stderr
     s = atf.open_session(session_path(out))  # the session still says what happened
-    assert s.manifest["never_matched"] == ["-i libnothere.so!f"]
+    assert s.manifest.document["never_matched"] == ["-i libnothere.so!f"]
 
 
 def test_an_item_that_matched_later_is_not_reported_but_one_that_never_did_is(tmp_path,
                                                                              plugin):
     s, out = trace(tmp_path, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 50,
                    "-i", "libplug.so!plug_work", "-i", "libother.so!x", quiet=False)
-    assert s.manifest["never_matched"] == ["-i libother.so!x"]
+    assert s.manifest.document["never_matched"] == ["-i libother.so!x"]
     assert "never matched: -i libother.so!x" in out.stderr
     assert len(plug_events(s)) == 2 * N
 
@@ -105,6 +105,6 @@ def test_a_trigger_in_a_library_loaded_later(tmp_path, plugin, engine):
     s, _ = trace(tmp_path, *engine, "-f", plugin / "plugin_host", plugin / "libplug.so", N, 200,
                  "-i", "plugin_host!host_work", "--trigger", "libplug.so!plug_work",
                  "--pre-roll-ms", 50, "--post-roll-ms", 50)
-    triggers = s.manifest["triggers"]
+    triggers = s.manifest.document["triggers"]
     assert triggers and {t["function"] for t in triggers} == {"plug_work"}
-    assert s.manifest["windows"] and len(function_events(s, "host_work")[0]) == 2
+    assert s.manifest.document["windows"] and len(function_events(s, "host_work")[0]) == 2

@@ -45,7 +45,7 @@ def sqlite(request, tmp_path_factory):
     assert done.returncode == 0, done.stderr
     assert "612|320673.0" in done.stdout  # the query's answer: the program ran right while traced
     session = atf.open_session(session_path(done))
-    assert len(session.manifest["symbols"]) > 1000
+    assert len(session.manifest.document["symbols"]) > 1000
     return session
 
 

@@ -36,7 +36,7 @@ def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_p
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
-    m = s.manifest
+    m = s.manifest.document
     assert m["end"]["reason"] == "target-exited" and m["end"]["exit_status"] == 0
     assert m["drops"]["unbacked_threads"] > 0 and m["end"]["clean"] is False
     assert "no room for their rings in /dev/shm" in out.stderr
@@ -54,7 +54,7 @@ def test_a_dev_shm_too_small_for_one_thread(tmp_path, target_bin, engine):
     assert out.returncode == 0, out.stderr
     assert "/dev/shm has" in out.stderr and "rpc transport" in out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["transport"]["kind"] == "rpc" and len(s.threads[0].index) == 2000
+    assert s.manifest.document["transport"]["kind"] == "rpc" and len(s.threads[0].index) == 2000
     out = subprocess.run(in_private_shm("512k", *args, "--transport", "shm"),
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr

@@ -125,7 +125,7 @@ def record(tmp_path, exe, engine, case, *args, extra=()):
     s, out = trace(tmp_path, *engine, "-f", exe, case, *map(str, args),
                    *[a for f in HOOKED[case] for a in ("-i", f"tail_calls!{f}")], *extra,
                    quiet=False)
-    m = s.manifest
+    m = s.manifest.document
     assert m["hook_fallbacks"] == [] and m["hook_engine"] == engine[1]
     assert len(s.threads) == 1
     names = s.symbol_names()
@@ -151,8 +151,8 @@ def test_tail_calls_nest_in_the_call_that_jumped(tmp_path, tail_calls, engine, c
     assert seq == expected(case, 3)
     assert_balanced(ev)
     assert calls_per_function(seq) == calls_per_function(expected(case, 3))
-    assert s.manifest["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
-    assert s.manifest["end"]["clean"]
+    assert s.manifest.document["unwinding"]["unwound_calls"] == 0 and "longjmp" not in out.stderr
+    assert s.manifest.document["end"]["clean"]
 
 
 def test_a_longjmp_out_of_a_tail_call(tmp_path, tail_calls, engine):
@@ -165,7 +165,7 @@ def test_a_longjmp_out_of_a_tail_call(tmp_path, tail_calls, engine):
     assert seq == expected("longjmp", n)
     assert_balanced(ev, left=True)
     assert calls_per_function(seq) == {"outer": 1, "jmid": n, "jleaf": n}
-    left = s.manifest["unwinding"]["unwound_calls"]
+    left = s.manifest.document["unwinding"]["unwound_calls"]
     if engine[1] == "frida":
         # Frida's records it keeps (reaped as outer returns, so the last two are not)
         assert left == 2 * (n - 1) and "left by longjmp" in out.stderr
@@ -181,7 +181,7 @@ def test_recursion_through_tail_calls_past_the_shadow_stack(tmp_path, tail_calls
     assert seq == expected("rec", 2, depth=200)
     assert max(d for _, _, d in seq) == 400
     assert_balanced(ev)
-    assert s.manifest["unwinding"]["unwound_calls"] == 0
+    assert s.manifest.document["unwinding"]["unwound_calls"] == 0
 
 
 @pytest.mark.parametrize("toolchain", ["internal", "external"])
@@ -193,7 +193,7 @@ def test_tail_calls_and_longjmp_with_the_detail_lane(tmp_path, tail_calls, engin
     compiled by TinyCC too."""
     s, out, ev, seq = record(tmp_path, tail_calls, engine, case, 3,
                              extra=("--detail", "--cmodule-toolchain", toolchain))
-    assert s.manifest["hot_path"]["toolchain"] == toolchain
+    assert s.manifest.document["hot_path"]["toolchain"] == toolchain
     assert seq == expected(case, 3)
     t = s.threads[0]
     linked = ev["detail_seq"] != F.NO_DETAIL_SEQ

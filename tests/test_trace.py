@@ -29,11 +29,11 @@ def test_exact_count_one_thread(tmp_path, target_bin, engine):
     assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], n))
     assert np.all(ev["call_depth"] == 0) and np.all(ev["detail_seq"] == F.NO_DETAIL_SEQ)
     assert_balanced(ev)
-    assert s.threads[0].thread_id == s.manifest["process"]["pid"]
-    assert s.manifest["end"] == {"clean": True, "reason": "target-exited", "crash": None,
+    assert s.threads[0].thread_id == s.manifest.document["process"]["pid"]
+    assert s.manifest.document["end"] == {"clean": True, "reason": "target-exited", "crash": None,
                                  "exit_status": 0, "undelivered_events": 0,
                                  "undelivered_detail_bytes": 0}
-    assert s.manifest["threads"][0]["index_events"] == 2 * n
+    assert s.manifest.document["threads"][0]["index_events"] == 2 * n
     assert_verify_clean(s.path)
 
 
@@ -60,15 +60,15 @@ def test_all_of_libc(tmp_path, target_bin, engine):
     n = 3000
     s, out = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n),
                    "-I", "libc.so.6", "-i", "exact_calls!work", quiet=False, timeout=240)
-    assert len(s.threads) == 1 and s.threads[0].thread_id == s.manifest["process"]["pid"]
+    assert len(s.threads) == 1 and s.threads[0].thread_id == s.manifest.document["process"]["pid"]
     work = function_events(s, "work")[0]
     assert len(work) == 2 * n and np.all(work["call_depth"] == work["call_depth"][0])
-    refused = {f["name"]: f["error"] for f in s.manifest["hook_failures"]}
+    refused = {f["name"]: f["error"] for f in s.manifest.document["hook_failures"]}
     assert {"pthread_getspecific", "pthread_setspecific"} <= set(refused)
     assert "cannot be traced" in refused["pthread_setspecific"]
     assert "pthread_setspecific" in out.stderr or "could not be" in out.stderr
-    assert len(s.manifest["symbols"]) > 1000
-    assert s.manifest["end"]["exit_status"] == 0
+    assert len(s.manifest.document["symbols"]) > 1000
+    assert s.manifest.document["end"]["exit_status"] == 0
     assert_verify_clean(s.path)
 
 
@@ -79,7 +79,7 @@ def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain, engine):
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
                  "--cmodule-toolchain", toolchain)
-    assert s.manifest["hot_path"] == {"toolchain": toolchain, "toolchain_fallback": None}
+    assert s.manifest.document["hot_path"] == {"toolchain": toolchain, "toolchain_fallback": None}
     per_thread = function_events(s, "work")
     counts = sorted(len(ev) for ev in per_thread.values())
     assert counts == [2 * (n + i) for i in range(8)]  # thread i makes n + i calls
@@ -104,7 +104,7 @@ def test_depth_with_recursion_and_longjmp(tmp_path, target_bin, engine):
     # left call ends with an EXCEPTION event before after()'s CALL
     assert seq == fact + [("jumper", "CALL", 0), ("jumper", "EXCEPTION", 0)] + after
     assert_balanced(ev, left=True)
-    assert s.manifest["unwinding"]["unwound_calls"] == 1
+    assert s.manifest.document["unwinding"]["unwound_calls"] == 1
 
 
 def churn_expectation(out):
@@ -127,8 +127,8 @@ def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_onc
     expected = churn_expectation(out)
     assert len(expected) == threads
     assert {t.thread_id: len(t.index) for t in s.threads} == expected
-    assert s.manifest["drops"]["overflow_threads"] == 0
-    assert max(t["slot"] for t in s.manifest["threads"]) < 256
+    assert s.manifest.document["drops"]["overflow_threads"] == 0
+    assert max(t["slot"] for t in s.manifest.document["threads"]) < 256
     assert ", 0 dropped" in out.stderr.splitlines()[-1]
     assert_verify_clean(s.path)
 
@@ -138,7 +138,7 @@ def test_threads_past_max_threads_are_counted_as_dropped(tmp_path, target_bin, e
                    "-i", "churn!work", "--max-threads", 8, quiet=False)
     expected = churn_expectation(out)
     recorded = sum(len(t) for t in s.threads)
-    drops = s.manifest["drops"]
+    drops = s.manifest.document["drops"]
     assert drops["overflow_threads"] > 0
     assert recorded + drops["overflow_events"] == sum(expected.values())
     last = out.stderr.strip().splitlines()[-1]
@@ -150,7 +150,7 @@ def test_tracing_clock_gettime_itself(tmp_path, target_bin, engine):
     n = 2000
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("clock_user"), str(n), "-i", "libc.so*!clock_gettime")
-    pid = s.manifest["process"]["pid"]
+    pid = s.manifest.document["process"]["pid"]
     main = [t for t in s.threads if t.thread_id == pid]
     assert len(main) == 1
     ev = main[0].index.events
@@ -164,10 +164,10 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, eng
     try:
         assert read_line(proc).startswith("tick")
         s, _ = trace(tmp_path, *engine, "-p", proc.pid, "-i", "ticker!work", "--duration", "1")
-        assert s.manifest["end"]["reason"] == "duration"
+        assert s.manifest.document["end"]["reason"] == "duration"
         # The wall clock is anchored as the recording starts and as it stops (the process
         # lives on): about the second of --duration apart on both clocks.
-        start, end = s.manifest["clock_anchors"]
+        start, end = s.manifest.document["clock_anchors"]
         assert (start["at"], end["at"]) == ("start", "end")
         for clock in ("clock_ns", "realtime_ns"):
             assert 0.9e9 < end[clock] - start[clock] < 30e9
@@ -218,7 +218,7 @@ def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin, engin
     n = 5000
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("ticker"), "crash-after", str(n), "-i", "ticker!work")
-    assert s.manifest["end"]["reason"] == "target-crashed"
+    assert s.manifest.document["end"]["reason"] == "target-crashed"
     work = function_events(s, "work")[0]
     assert len(work) == 2 * n
     assert_verify_clean(s.path)
@@ -266,8 +266,8 @@ def test_without_a_system_compiler_auto_falls_back_to_tinycc_and_external_fails(
     assert out.returncode == 0, out.stderr
     assert "compiled by Frida's TinyCC; the system toolchain could not" in out.stderr
     s = atf.open_session(out.stdout.strip().splitlines()[-1])
-    assert s.manifest["hot_path"]["toolchain"] == "internal"
-    assert "gcc" in s.manifest["hot_path"]["toolchain_fallback"]
+    assert s.manifest.document["hot_path"]["toolchain"] == "internal"
+    assert "gcc" in s.manifest.document["hot_path"]["toolchain_fallback"]
     assert len(function_events(s, "work")[0]) == 200
     out = run_ada("trace", *args, "--cmodule-toolchain", "external", env=env)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
@@ -313,7 +313,7 @@ def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
                   "-i", "exact_calls!work", env=env)
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
-    assert s.manifest["process"]["argv"] == ["exact_calls", "7"]
+    assert s.manifest.document["process"]["argv"] == ["exact_calls", "7"]
     assert len(function_events(s, "work")[0]) == 14
     missing = run_ada("trace", "-o", tmp_path / "traces", "-f", "no-such-program-here",
                       "-i", "main", env=env)
@@ -331,7 +331,7 @@ def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path
     assert len(warnings) == 1 and "cannot hook tiny in too_short" in warnings[0], out.stderr
     assert "too short" in warnings[0] and "the other functions are traced" in warnings[0]
     assert "please file a bug" not in out.stderr
-    (failure,) = s.manifest["hook_failures"]
+    (failure,) = s.manifest.document["hook_failures"]
     assert failure["name"] == "tiny" and "too short" in failure["reason"]
     assert "unable to intercept" in failure["error"]  # Frida's own words are kept too
     assert len(function_events(s, "work")[0]) == 100
@@ -362,7 +362,7 @@ def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin, engine):
     s, out = trace(tmp_path, *engine,
                    "-f", target_bin("bursts"), str(bursts), str(calls), "20",
                    "-i", "bursts!work", "--on-full", "drop", "--ring-kb", "4")
-    m = s.manifest
+    m = s.manifest.document
     dropped = m["threads"][0]["drops"]
     recorded = len(s.threads[0].index)
     assert dropped > 0 and m["drops"]["index"] == dropped
@@ -385,7 +385,7 @@ def test_threads_past_max_threads_are_counted(tmp_path, target_bin, engine):
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("exact_calls"), str(n), "8", "-i", "exact_calls!work",
                  "--max-threads", "4")
-    drops = s.manifest["drops"]
+    drops = s.manifest.document["drops"]
     recorded = s.event_count()
     # A thread that starts while 4 others hold every ring is counted, not recorded; one that
     # starts after an earlier one ended takes its ring (how many do depends on the timing:
@@ -401,9 +401,9 @@ def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin, engine):
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("exact_calls"), str(n), "-i", "exact_calls!work",
                  "--ring-kb", "4")
-    assert len(s.threads[0].index) == 2 * n and s.manifest["drops"]["index"] == 0
+    assert len(s.threads[0].index) == 2 * n and s.manifest.document["drops"]["index"] == 0
     # 128 events to a ring: the target had to wait for the drain, and the manifest says so.
-    thread, total = s.manifest["threads"][0], s.manifest["drops"]
+    thread, total = s.manifest.document["threads"][0], s.manifest.document["drops"]
     assert thread["waits"] > 0 and thread["wait_ms"] > 0
     assert (total["waits"], total["wait_ms"]) == (thread["waits"], thread["wait_ms"])
     assert_verify_clean(s.path)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ada.atf import format as F
+from ada.atf.manifest import Manifest, Module
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
 
@@ -197,22 +198,15 @@ class Decoder:
     _lock: threading.RLock = field(default_factory=threading.RLock)  # workers share it
 
     def __post_init__(self) -> None:
-        manifest = self.session.manifest or {}
-        process = manifest.get("process") or {}
+        manifest = self.session.manifest or Manifest(self.session.path, {})
+        process = manifest.process
         self.arch = {"x86_64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}.get(
-            str(process.get("arch")), F.ARCH_X86_64)
-        apple = str(process.get("os")) in ("macos", "ios", "darwin")
-        self.convention = Convention(self.arch, apple)
-        self._module_rows = {m["module_id"]: m for m in manifest.get("modules") or []
-                             if isinstance(m, dict) and isinstance(m.get("module_id"), int)}
-        self._addresses: dict[int, tuple[int, int]] = {}  # function_id -> (module, address)
-        for s in manifest.get("symbols") or []:
-            try:
-                fid = int(s["function_id"], 16)
-                self._addresses[fid] = (int(s.get("module_id", fid >> 32)),
-                                        int(s["address"], 16))
-            except (KeyError, TypeError, ValueError):
-                continue
+            str(process.arch), F.ARCH_X86_64)
+        self.convention = Convention(self.arch, process.apple)
+        self._module_rows = {m.module_id: m for m in manifest.modules}
+        self._addresses: dict[int, tuple[int, int]] = {  # function_id -> (module, address)
+            s.function_id: (s.module_id, s.address) for s in manifest.symbols
+            if s.address is not None}
 
     def function(self, function_id: int) -> Function | None:
         """The traced function's debug information, or None (no file, no DWARF for it)."""
@@ -233,14 +227,14 @@ class Decoder:
     def _module(self, module_id: int) -> tuple[ModuleDebug | None, int, int]:
         if module_id in self._modules:
             return self._modules[module_id]
-        row = self._module_rows.get(module_id) or {}
-        base, size = _int(row.get("base")), int(row.get("size") or 0)
+        row = self._module_rows.get(module_id) or Module(module_id)
+        base, size = row.base, row.size
         debug = None
-        path = find_module([row.get("file"), row.get("path")], self.symbols)
+        path = find_module([row.file, row.path], self.symbols)
         if path is None:
-            if row:
-                self.notes.append(f"{row.get('name')}: its file is not here "
-                                  f"({row.get('path')}); --symbols DIR points at a copy")
+            if module_id in self._module_rows:
+                self.notes.append(f"{row.name}: its file is not here "
+                                  f"({row.path}); --symbols DIR points at a copy")
         else:
             try:
                 debug = open_module(path, self.symbols)
@@ -250,7 +244,7 @@ class Decoder:
                 self.notes.append(f"{path}: cannot read its debug information ({e})")
             else:
                 if not debug.has_dwarf:
-                    self.notes.append(f"{row.get('name')}: no debug information "
+                    self.notes.append(f"{row.name}: no debug information "
                                       f"(raw registers shown; build with -g, or give its "
                                       f"split debug file's directory with --symbols)")
         self._modules[module_id] = (debug, base, size)
@@ -291,7 +285,7 @@ class Decoder:
 
     def _caller(self, address: int) -> str | None:
         for module_id, row in self._module_rows.items():
-            base, size = _int(row.get("base")), int(row.get("size") or 0)
+            base, size = row.base, row.size
             if base <= address < base + size:
                 debug = self._module(module_id)[0]
                 if debug is None:
@@ -299,7 +293,7 @@ class Decoder:
                 file_address = address - base + debug.load_base
                 where, line = debug.where(file_address)
                 place = debug.line(file_address - 1) if debug.has_dwarf else None
-                text = where or f"{row.get('name')}+0x{address - base:x}"
+                text = where or f"{row.name}+0x{address - base:x}"
                 if place:
                     text += f" ({Path(place[0]).name}:{place[1]})"
                 return text
@@ -340,14 +334,6 @@ def open_module(path: Path, symbols: list[Path] | tuple[Path, ...] = ()) -> Modu
                 return ModuleDebug(path, d / name)
     return debug
 
-
-def _int(value: Any) -> int:
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return 0
-    return int(value or 0)
 
 
 def string_slots(functions: list[dict[str, Any]], arch: str,

@@ -45,7 +45,7 @@ from ada.atf import format as F
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from .pairing import Events, Local, Wants, dense_ids, member, mend, new_lows, pair
+from .pairing import Events, Local, Wants, member, mend, new_lows, pair
 
 T = TypeVar("T")
 
@@ -913,12 +913,10 @@ def may_begin_inside_calls(session: SessionReader | None, thread: ThreadReader) 
     never in a session ada recorded without losing events (its hooks see every call they
     trap the return of begin); possible in any other (another writer, drops)."""
     manifest = session.manifest if session is not None else None
-    if not isinstance(manifest, dict) or (manifest.get("tool") or {}).get("name") != "ada":
+    if manifest is None or not manifest.by_ada:
         return True
-    for entry in manifest.get("threads") or []:
-        if isinstance(entry, dict) and entry.get("id") == thread.id:
-            return bool(entry.get("drops"))
-    return True
+    entry = manifest.thread(thread.id)
+    return entry is None or entry.drops > 0
 
 
 def outer_calls(thread: ThreadReader, bounds: list[tuple[int, int]],

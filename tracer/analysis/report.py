@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calls import Calls, Step, dense_ids
+from .calls import Calls, Step
+from .pairing import dense_ids
 
 STATS = np.dtype([
     ("function_id", "<u8"),

@@ -31,21 +31,17 @@ from .debuginfo import demangle
 
 def module_names(session: SessionReader) -> dict[int, str]:
     """module_id -> module name, from the manifest."""
-    out: dict[int, str] = {}
-    for m in (session.manifest or {}).get("modules") or []:
-        if isinstance(m, dict) and isinstance(m.get("module_id"), int):
-            out[m["module_id"]] = str(m.get("name"))
-    return out
+    return session.manifest.module_names() if session.manifest is not None else {}
 
 
 def process_of(session: SessionReader) -> tuple[int, str]:
     """(pid, process name) from the manifest (the directory's pid_N, if it has none)."""
-    process = (session.manifest or {}).get("process") or {}
-    pid = process.get("pid")
-    if not isinstance(pid, int):
+    process = session.manifest.process if session.manifest is not None else None
+    pid = process.pid if process is not None else None
+    if pid is None:
         name = session.path.name
         pid = int(name[4:]) if name.startswith("pid_") and name[4:].isdigit() else 0
-    return pid, str(process.get("name") or f"pid {pid}")
+    return pid, (process.name if process is not None else None) or f"pid {pid}"
 
 
 def function_names(session: SessionReader) -> dict[int, str]:

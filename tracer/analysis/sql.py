@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import duckdb
 
-from ada.atf.session import MANIFEST, SessionReader
+from ada.atf.manifest import MANIFEST
+from ada.atf.session import SessionReader
 
 from . import calls as C
 from . import tables

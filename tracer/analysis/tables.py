@@ -40,21 +40,13 @@ def functions(session: SessionReader) -> dict[str, np.ndarray]:
     """Every function of the manifest's symbols, by function_id ascending (the first entry of
     an id that appears twice)."""
     modules = module_names(session)
-    rows: dict[int, tuple[str, Any, Any]] = {}
-    for s in (session.manifest or {}).get("symbols") or []:
-        if not isinstance(s, dict):
-            continue
-        try:
-            fid = int(s["function_id"], 16) if isinstance(s.get("function_id"), str) \
-                else int(s["function_id"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        rows.setdefault(fid, (str(s.get("name")), modules.get(s.get("module_id", fid >> 32)),
-                              s.get("address")))
+    rows: dict[int, tuple[str, str | None, int | None]] = {}
+    for s in session.manifest.symbols if session.manifest is not None else []:
+        rows.setdefault(s.function_id, (s.name, modules.get(s.module_id), s.address))
     ids = sorted(rows)
 
     def text(value: Any) -> Any:
-        return None if value is None else str(value)
+        return None if value is None else value if isinstance(value, str) else f"0x{value:x}"
     return {"function_id": np.array(ids, dtype=np.uint64),
             "name": np.array([demangle(rows[f][0]) for f in ids], dtype=object),
             "symbol": np.array([rows[f][0] for f in ids], dtype=object),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ada.atf import format as F
+from ada.atf.manifest import Manifest
 from ada.atf.reader import DEGRADED, RECOVERED
 from ada.atf.session import SessionReader, process_dirs
 
@@ -25,38 +27,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def summarise(session: SessionReader) -> dict[str, Any]:
-    manifest = session.manifest or {}
-    entries = {e.get("id"): e for e in manifest.get("threads") or [] if isinstance(e, dict)}
+    manifest = session.manifest or Manifest(session.path, {})
     threads = []
     for t in session.threads:
-        entry = entries.get(t.id, {})
+        entry = manifest.thread(t.id)
         threads.append({
             "id": t.id, "tid": t.thread_id, "index_events": len(t.index),
             "detail_events": len(t.detail) if t.detail else 0,
             "time_range": t.index.time_range(),
             "state": t.state,
-            "drops": entry.get("drops", 0)})
+            "drops": entry.drops if entry is not None else 0})
     first = session.threads[0].index if session.threads else None
-    clock = first.clock_type if first else manifest.get("clock_type")
+    clock = first.clock_type if first else manifest.clock_type
     rng = session.time_range()
     return {
         "path": str(session.path),
-        "process": manifest.get("process"),
-        "device": manifest.get("device"),
+        "process": asdict(manifest.process) if session.manifest is not None else None,
+        "device": manifest.device or None,
         "arch": F.ARCH_NAMES.get(first.arch) if first else None,
         "os": F.OS_NAMES.get(first.os) if first else None,
         "clock": F.CLOCK_NAMES.get(clock, clock),
-        "clock_source": manifest.get("clock_source"),
+        "clock_hot_path": manifest.clock_hot_path,
         "time_range": rng,
         "duration_ns": (rng[1] - rng[0]) if rng else 0,
         "index_events": session.event_count(),
         "detail_events": sum(t["detail_events"] for t in threads),
         "state": session.state,
-        "ended": manifest.get("end"),
-        "detail": manifest.get("detail"),
-        "triggers": manifest.get("triggers"),
-        "windows": manifest.get("windows"),
-        "drops": manifest.get("drops"),
+        "ended": asdict(manifest.end) if manifest.end is not None else None,
+        "detail": manifest.detail or None,
+        "triggers": [t.as_dict() for t in manifest.triggers],
+        "windows": [w.as_dict() for w in manifest.windows],
+        "drops": manifest.drops or None,
         "has_manifest": session.manifest is not None,
         "threads": threads,
     }
@@ -81,14 +82,13 @@ def run(args: argparse.Namespace) -> int:
 
 def process_line(session: SessionReader) -> dict[str, Any]:
     """One process of a recording, in brief (ada info on its own directory says the rest)."""
-    manifest = session.manifest or {}
-    process = manifest.get("process") or {}
-    end = manifest.get("end") or {}
-    return {"path": str(session.path), "pid": process.get("pid"),
-            "parent_pid": process.get("parent_pid"), "origin": process.get("origin"),
-            "name": process.get("name"), "threads": len(session.threads),
+    manifest = session.manifest or Manifest(session.path, {})
+    process = manifest.process
+    return {"path": str(session.path), "pid": process.pid,
+            "parent_pid": process.parent_pid, "origin": process.origin,
+            "name": process.name, "threads": len(session.threads),
             "index_events": session.event_count(),
-            "state": session.state, "ended": end.get("reason")}
+            "state": session.state, "ended": manifest.end.reason if manifest.end else None}
 
 
 def print_processes(listing: list[dict[str, Any]]) -> None:
@@ -110,9 +110,8 @@ def print_summary(s: dict[str, Any]) -> None:
         dev = s["device"]
         out.append(("device", dev.get("name", dev) if isinstance(dev, dict) else str(dev)))
     out.append(("platform", f"{s['os'] or '?'} {s['arch'] or '?'}"))
-    source = (s.get("clock_source") or {}).get("hot_path")
     out.append(("clock", str(s["clock"]) + (" (read as TSC ticks, converted by ada)"
-                                            if source == "tsc" else "")))
+                                            if s["clock_hot_path"] == "tsc" else "")))
     if s["time_range"]:
         a, b = s["time_range"]
         out.append(("time", f"{a} .. {b} ns ({format_duration_ns(b - a)})"))
@@ -151,8 +150,5 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"threads ({len(s['threads'])}):")
     print(f"  {'id':>4} {'tid':>8} {'index':>12} {'detail':>10} {'drops':>8}  state")
     for t in s["threads"]:
-        drops = t["drops"]
-        if isinstance(drops, dict):
-            drops = sum(v for v in drops.values() if isinstance(v, int))
         print(f"  {t['id']:>4} {t['tid']:>8} {t['index_events']:>12} {t['detail_events']:>10} "
-              f"{drops:>8}  {t['state']}")
+              f"{t['drops']:>8}  {t['state']}")

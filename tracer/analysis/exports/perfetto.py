@@ -17,11 +17,13 @@ from typing import BinaryIO, Callable
 import numpy as np
 
 from ada.atf import format as F
+from ada.atf.manifest import Trigger, Window
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from .. import calls as C
 from ..arguments import Decoder
+from ..pairing import dense_ids
 from ..selection import CallFilter, function_names, label, process_of
 from . import protobuf as pb
 
@@ -54,18 +56,19 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
     `decoder` names the arguments (debug information; arguments.py); `seen` is called with
     each step of the walk as it is written (progress, warnings)."""
     decoder = decoder or Decoder(session)
-    manifest = session.manifest or {}
     names = function_names(session)
     pid, process_name = process_of(session)
     out.write(packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, PROCESS_UUID), pb.message(
         3, pb.uint(1, pid), pb.string(6, process_name)))))
-    anchor = _realtime_anchor(manifest)
+    manifest = session.manifest
+    anchor = manifest.realtime_anchor if manifest is not None else None
     if anchor is not None:
         out.write(packet(pb.message(CLOCK_SNAPSHOT, pb.message(
             1, pb.uint(1, CLOCK_BOOTTIME), pb.uint(2, anchor[0])), pb.message(
             1, pb.uint(1, CLOCK_REALTIME), pb.uint(2, anchor[1])),
             pb.uint(2, CLOCK_BOOTTIME))))
-    out.write(_recorder_track(manifest, pid))
+    if manifest is not None:
+        out.write(_recorder_track(manifest.triggers, manifest.windows))
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
     with C.worker_pool() as pool:
@@ -118,7 +121,7 @@ def _step_packets(step: C.Step, known: np.ndarray, decoder: Decoder
     e = step.edges
     assert e is not None
     is_end = e["end"]
-    distinct, which = C.dense_ids(e["function_id"])
+    distinct, which = dense_ids(e["function_id"])
     distinct_iids = _iids(known, distinct)
     iid = distinct_iids[which]
     blobs: dict[int, bytes] = {}
@@ -196,30 +199,17 @@ def _packet(sequence: int, end: bool, ts: bytes, iid: bytes, blob: bytes
     return whole, (head + 1, len(whole) - len(blob) - len(iid))
 
 
-def _realtime_anchor(manifest: dict) -> tuple[int, int] | None:
-    """(recording clock ns, CLOCK_REALTIME ns) taken together, if the manifest has one."""
-    if manifest.get("clock") != F.CLOCK_NAMES[F.CLOCK_BOOTTIME]:
-        return None
-    for a in manifest.get("clock_anchors") or []:
-        if isinstance(a, dict) and isinstance(a.get("clock_ns"), int) \
-                and isinstance(a.get("realtime_ns"), int):
-            return a["clock_ns"], a["realtime_ns"]
-    return None
-
-
-def _recorder_track(manifest: dict, pid: int) -> bytes:
+def _recorder_track(triggers: list[Trigger], windows: list[Window]) -> bytes:
     """The flight recorder's triggers (instants) and windows (slices), on a track of their
     own under the process; nothing when the session has none."""
-    triggers = [t for t in manifest.get("triggers") or [] if isinstance(t, dict)]
-    windows = [w for w in manifest.get("windows") or [] if isinstance(w, dict)]
     if not triggers and not windows:
         return b""
     out = [packet(pb.message(TRACK_DESCRIPTOR, pb.uint(1, RECORDER_UUID),
                              pb.uint(5, PROCESS_UUID), pb.string(2, "ada flight recorder")))]
-    events = [(int(t["timestamp_ns"]), 1, INSTANT, "trigger: " + _trigger_name(t)) for t in triggers]
+    events = [(t.timestamp_ns, 1, INSTANT, "trigger: " + _trigger_name(t)) for t in triggers]
     for w in windows:
-        events.append((int(w["start_ns"]), 2, SLICE_BEGIN, "window"))
-        events.append((int(w["end_ns"]), 0, SLICE_END, ""))
+        events.append((w.start_ns, 2, SLICE_BEGIN, "window"))
+        events.append((w.end_ns, 0, SLICE_END, ""))
     for ts, _, kind, name in sorted(events):
         fields = [pb.uint(TYPE, kind), pb.uint(TRACK_UUID, RECORDER_UUID)]
         if name:
@@ -230,6 +220,6 @@ def _recorder_track(manifest: dict, pid: int) -> bytes:
     return b"".join(out)
 
 
-def _trigger_name(t: dict) -> str:
-    details = ", ".join(f"{k}={v}" for k, v in t.items() if k not in ("kind", "timestamp_ns"))
-    return f"{t.get('kind')}" + (f" ({details})" if details else "")
+def _trigger_name(t: Trigger) -> str:
+    details = ", ".join(f"{k}={v}" for k, v in t.details.items())
+    return t.kind + (f" ({details})" if details else "")
