@@ -13,8 +13,10 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from ada.tracer.analysis import debuginfo as D
-from ada.tracer.analysis.arguments import Convention, Decoder
+from ada.tracer.analysis.arguments import Decoder
+from ada.tracer.symbols import debuginfo as D
+from ada.tracer.symbols import names
+from ada.tracer.symbols.conventions import Convention
 from helpers import run_ada, session_path
 
 TESTS = Path(__file__).parent
@@ -208,11 +210,11 @@ def test_cpp_names_are_demangled_and_this_is_shown(tmp_path):
 
 
 def test_demangle_and_parameter_lists():
-    assert D.demangle("_ZN6shapes4areaEii") == "shapes::area(int, int)"
-    assert D.demangle("main") == "main" and D.demangle("_Znotmangled") == "_Znotmangled"
-    assert D.without_parameters("std::vector<int>::push_back(int const&)") == \
+    assert names.demangle("_ZN6shapes4areaEii") == "shapes::area(int, int)"
+    assert names.demangle("main") == "main" and names.demangle("_Znotmangled") == "_Znotmangled"
+    assert names.without_parameters("std::vector<int>::push_back(int const&)") == \
         "std::vector<int>::push_back"
-    assert D.without_parameters("Foo::operator()(int) const") == "Foo::operator()"
+    assert names.without_parameters("Foo::operator()(int) const") == "Foo::operator()"
 
 
 LONG = D.Type("int", "long", 8, signed=True)
@@ -278,7 +280,7 @@ def test_macho_debug_information_is_read_too(name, arch, regs, tmp_path, monkeyp
 
 
 def test_macho_dwarf_in_a_dsym_beside_the_binary(tmp_path, monkeypatch):
-    from ada.tracer.analysis.arguments import open_module
+    from ada.tracer.symbols.modules import open_module
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert not D.ModuleDebug(MACHO / "m_nodebug.o").has_dwarf
     debug = open_module(MACHO / "m_nodebug.o")

@@ -15,9 +15,9 @@ PACKAGES = ("atf", "tracer", "agent")  # installed as ada.atf, ada.tracer, ada.a
 FRIDA = ("frida", "frida_tools", "_frida")
 
 # Lower layers never import higher ones; equal layers other than their own folder neither.
-LAYERS = [("ada.atf", 0), ("ada.tracer.errors", 1), ("ada.tracer.record", 2),
-          ("ada.tracer.analysis", 2), ("ada.tracer.cli", 3), ("ada.tracer", 1),
-          ("ada.agent", 0), ("ada", 4)]
+LAYERS = [("ada.atf", 0), ("ada.tracer.errors", 1), ("ada.tracer.symbols", 2),
+          ("ada.tracer.record", 3), ("ada.tracer.analysis", 3), ("ada.tracer.cli", 4),
+          ("ada.tracer", 1), ("ada.agent", 0), ("ada", 5)]
 
 
 def layer_of(module: str) -> tuple[str, int]:
@@ -86,10 +86,40 @@ def test_no_import_runs_back_up_a_layer():
             assert their_level < level or theirs == mine, f"{module} -> {name} runs back up"
 
 
+def project_imports(module: str) -> set[str]:
+    return {name for name, _ in IMPORTS[module] if name.startswith("ada")}
+
+
+def test_each_layer_imports_only_what_it_stands_on():
+    """The rules by name (the levels above imply them; a change to the levels must not lose
+    them): atf imports nothing of the tracer; record and analysis do not import each other or
+    the CLI; the symbols layer imports neither of them."""
+    def under(name: str, *prefixes: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in prefixes)
+    checked = set()
+    for module in IMPORTS:
+        found = project_imports(module)
+        if under(module, "ada.atf"):
+            assert not [n for n in found if not under(n, "ada.atf")], module
+        elif under(module, "ada.tracer.record"):
+            assert not [n for n in found if under(n, "ada.tracer.analysis", "ada.tracer.cli")], \
+                module
+        elif under(module, "ada.tracer.analysis"):
+            assert not [n for n in found if under(n, "ada.tracer.record", "ada.tracer.cli")], \
+                module
+        elif under(module, "ada.tracer.symbols"):
+            assert not [n for n in found if under(n, "ada.tracer.record", "ada.tracer.analysis",
+                                                  "ada.tracer.cli")], module
+        else:
+            continue
+        checked.add(module.split(".")[1] if module.count(".") == 1 else module.split(".")[2])
+    assert {"manifest", "record", "analysis", "symbols"} <= checked  # the rules ran on each
+
+
 def test_atf_and_analysis_never_import_frida_or_recording():
     for module, found in IMPORTS.items():
         names = [name for name, _ in found]
-        if layer_of(module)[0] in ("ada.atf", "ada.tracer.analysis"):
+        if layer_of(module)[0] in ("ada.atf", "ada.tracer.analysis", "ada.tracer.symbols"):
             assert not [n for n in names if n.split(".")[0] in FRIDA], module
             assert not [n for n in names if n.startswith("ada.tracer.record")], module
 

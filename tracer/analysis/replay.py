@@ -21,7 +21,7 @@ from ada.atf.reader import ThreadReader
 
 from . import calls as C
 from .arguments import Decoder
-from .debuginfo import without_parameters
+from ..symbols.names import without_parameters
 from .pairing import dense_ids
 from .report import format_duration
 from .selection import label

@@ -26,7 +26,7 @@ from ada.atf.session import SessionReader
 
 from ..errors import TracerError
 from . import calls as C
-from .debuginfo import demangle
+from ..symbols.names import demangle
 
 
 def module_names(session: SessionReader) -> dict[int, str]:

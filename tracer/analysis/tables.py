@@ -14,7 +14,7 @@ from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from .arguments import Decoder
-from .debuginfo import demangle
+from ..symbols.names import demangle
 from .selection import CallFilter, function_names, label, module_names
 
 # view -> (what it holds, its columns); the columns are checked against the views by a test.

@@ -71,7 +71,7 @@ def add_symbols_option(p: argparse.ArgumentParser) -> None:
 
 
 def decoder_for(session: Any, args: argparse.Namespace) -> Any:
-    """The session's Decoder (tracer/analysis/arguments.py) with the --symbols directories."""
+    """The session's Decoder (ada.tracer.analysis.arguments) with the --symbols directories."""
     from ..analysis.arguments import Decoder
     for d in args.symbols:
         if not d.is_dir():

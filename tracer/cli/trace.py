@@ -11,7 +11,6 @@ import argparse
 import signal
 import sys
 import threading
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -203,14 +202,7 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
         clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
         hook_engine=args.hook_engine,
         detail_io=args.detail_io, follow_children=not args.no_follow_children,
-        string_args=partial(string_arg_slots, symbols=args.symbols))
-
-
-def string_arg_slots(functions: list[dict], arch: str, symbols: list[Path]) -> dict[str, int]:
-    """For the recorder: which argument registers of these functions hold `char *`
-    parameters, from the modules' debug information (tracer/analysis/arguments.py)."""
-    from ..analysis.arguments import string_slots
-    return string_slots(functions, arch, symbols)
+        symbols=args.symbols)
 
 
 def _report(recording: Recording, result: RecordingResult, status: StatusLine) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DETAIL_IO = ("auto", "direct", "cached")  # --detail-io: see tracer.record.detail_io
 
@@ -62,7 +62,6 @@ class TraceOptions:
     hook_engine: str = "frida"  # "frida" (Frida's Interceptor) or "inline" (ada's own stubs)
     detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO
     follow_children: bool = True  # record forked children and exec'd images (recording.py)
-    # With the detail lane: which argument registers of the functions found hold C strings
-    # to capture ((agent functions, arch) -> {function_id: regs[] slot mask}); the CLI gives
-    # it from debug information, which recording does not read itself.
-    string_args: Callable[[list[dict[str, Any]], str], dict[str, int]] | None = None
+    # Where copies of the target's modules are (--symbols; a phone's libraries): their debug
+    # information says which arguments are C strings, captured with the detail lane.
+    symbols: list[Path] = field(default_factory=list)

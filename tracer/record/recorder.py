@@ -23,6 +23,7 @@ from ada.atf import AtfError
 from ada.atf import format as F
 
 from ..errors import TracerError
+from ..symbols.modules import string_slots
 from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
@@ -233,10 +234,11 @@ class Recorder:
         """Tell the agent which arguments are C strings, to capture with their detail: for
         the functions found at start before they are hooked; for those of modules loaded
         later just after (their first calls show `char *` arguments in hex)."""
-        if self.options.detail == "off" or self.options.string_args is None or not functions:
+        if self.options.detail == "off" or not functions:
             return
         try:
-            masks = self.options.string_args(functions, str(self.agent_info.get("arch")))
+            masks = string_slots(functions, str(self.agent_info.get("arch")),
+                                 self.options.symbols)
         except Exception as e:  # noqa: BLE001 (debug info is a bonus: never fail recording)
             self.warn(f"C string arguments will not be captured: {e}")
             return
