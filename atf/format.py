@@ -77,7 +77,7 @@ REGISTER_NAMES = {
 RETURN_VALUE_SLOT = {ARCH_ARM64: 0, ARCH_X86_64: 6}
 
 
-def _packed(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:
+def packed_dtype(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:
     """A little-endian packed dtype from (name, format, offset) triples."""
     return np.dtype({"names": [f[0] for f in fields],
                      "formats": [f[1] for f in fields],
@@ -87,14 +87,14 @@ def _packed(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:
 
 # --- index file ----------------------------------------------------------------
 
-INDEX_HEADER_R1 = _packed([
+INDEX_HEADER_R1 = packed_dtype([
     ("magic", "S4", 0), ("endian", "u1", 4), ("version", "u1", 5), ("arch", "u1", 6),
     ("os", "u1", 7), ("flags", "<u4", 8), ("thread_id", "<u4", 12),
     ("clock_type", "u1", 16), ("event_size", "<u4", 24), ("event_count", "<u4", 28),
     ("events_offset", "<u8", 32), ("footer_offset", "<u8", 40),
     ("time_start_ns", "<u8", 48), ("time_end_ns", "<u8", 56)], HEADER_SIZE)
 
-INDEX_HEADER_R2 = _packed([
+INDEX_HEADER_R2 = packed_dtype([
     ("magic", "S4", 0), ("endian", "u1", 4), ("version", "u1", 5), ("arch", "u1", 6),
     ("os", "u1", 7), ("flags", "<u4", 8), ("thread_id", "<u4", 12),
     ("clock_type", "u1", 16), ("event_size", "<u4", 20), ("event_count", "<u8", 24),
@@ -102,53 +102,53 @@ INDEX_HEADER_R2 = _packed([
     ("time_start_ns", "<u8", 48), ("time_end_ns", "<u8", 56)], HEADER_SIZE)
 
 # Revision 1 index event; also the normalised event every reader hands out.
-INDEX_EVENT = _packed([
+INDEX_EVENT = packed_dtype([
     ("timestamp_ns", "<u8", 0), ("function_id", "<u8", 8), ("thread_id", "<u4", 16),
     ("event_kind", "<u4", 20), ("call_depth", "<u4", 24), ("detail_seq", "<u4", 28)],
     INDEX_EVENT_SIZE)
 INDEX_EVENT_FIELDS = INDEX_EVENT.names
 
-INDEX_EVENT_R2 = _packed([
+INDEX_EVENT_R2 = packed_dtype([
     ("timestamp_ns", "<u8", 0), ("function_id", "<u8", 8), ("detail_seq", "<u8", 16),
     ("event_kind", "u1", 24)], INDEX_EVENT_SIZE)
 
-INDEX_FOOTER = _packed([
+INDEX_FOOTER = packed_dtype([
     ("magic", "S4", 0), ("checksum", "<u4", 4), ("event_count", "<u8", 8),
     ("time_start_ns", "<u8", 16), ("time_end_ns", "<u8", 24),
     ("bytes_written", "<u8", 32)], FOOTER_SIZE)
 
 # --- detail file -----------------------------------------------------------------
 
-DETAIL_HEADER = _packed([
+DETAIL_HEADER = packed_dtype([
     ("magic", "S4", 0), ("endian", "u1", 4), ("version", "u1", 5), ("arch", "u1", 6),
     ("os", "u1", 7), ("flags", "<u4", 8), ("thread_id", "<u4", 12),
     ("events_offset", "<u8", 20), ("event_count", "<u8", 28), ("bytes_length", "<u8", 36),
     ("index_seq_start", "<u8", 44), ("index_seq_end", "<u8", 52)], HEADER_SIZE)
 
-DETAIL_EVENT_HEADER_R1 = _packed([
+DETAIL_EVENT_HEADER_R1 = packed_dtype([
     ("total_length", "<u4", 0), ("event_type", "<u2", 4), ("flags", "<u2", 6),
     ("index_seq", "<u4", 8), ("thread_id", "<u4", 12), ("timestamp", "<u8", 16)],
     DETAIL_EVENT_HEADER_SIZE)
 
-DETAIL_EVENT_HEADER_R2 = _packed([
+DETAIL_EVENT_HEADER_R2 = packed_dtype([
     ("total_length", "<u4", 0), ("event_type", "<u2", 4), ("flags", "<u2", 6),
     ("index_seq", "<u8", 8), ("timestamp", "<u8", 16)], DETAIL_EVENT_HEADER_SIZE)
 
-FUNCTION_PAYLOAD = _packed([
+FUNCTION_PAYLOAD = packed_dtype([
     ("function_id", "<u8", 0), ("regs", ("<u8", (8,)), 8), ("lr", "<u8", 72),
     ("fp", "<u8", 80), ("sp", "<u8", 88), ("stack_size", "<u2", 96),
     ("strings_size", "<u2", 98)],
     FUNCTION_PAYLOAD_SIZE)
 
 # A revision 1 function record without its stack bytes: header + fixed payload.
-FUNCTION_RECORD_R1 = _packed([
+FUNCTION_RECORD_R1 = packed_dtype([
     ("total_length", "<u4", 0), ("event_type", "<u2", 4), ("flags", "<u2", 6),
     ("index_seq", "<u4", 8), ("thread_id", "<u4", 12), ("timestamp", "<u8", 16),
     ("function_id", "<u8", 24), ("regs", ("<u8", (8,)), 32), ("lr", "<u8", 96),
     ("fp", "<u8", 104), ("sp", "<u8", 112), ("stack_size", "<u2", 120)],
     FUNCTION_RECORD_FIXED_SIZE)
 
-DETAIL_FOOTER = _packed([
+DETAIL_FOOTER = packed_dtype([
     ("magic", "S4", 0), ("checksum", "<u4", 4), ("event_count", "<u8", 8),
     ("bytes_length", "<u8", 16), ("time_start_ns", "<u8", 24),
     ("time_end_ns", "<u8", 32)], FOOTER_SIZE)

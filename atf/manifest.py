@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import format as F
+from .format import CLOCK_BOOTTIME, CLOCK_NAMES
 from .errors import ManifestError
 from .reader import open_regular
 
@@ -160,10 +160,10 @@ class Manifest:
         return {m.module_id: str(m.name) for m in self.modules}
 
 
-def read_manifest(session_dir: Path) -> Manifest | None:
+def read_manifest(process_dir: Path) -> Manifest | None:
     """The session's manifest, or None when it has none. Raises ManifestError when it cannot
     be read or its `threads` cannot be trusted."""
-    path = session_dir / MANIFEST
+    path = process_dir / MANIFEST
     if not path.exists():
         return None
     return parse_manifest(_load(path), path)
@@ -282,7 +282,7 @@ def _end(e: Any) -> End | None:
 def _realtime_anchor(doc: dict[str, Any]) -> tuple[int, int] | None:
     """The first (clock ns, CLOCK_REALTIME ns) pair, when the recording clock is CLOCK_BOOTTIME
     (the one clock a trace viewer can set beside the wall clock)."""
-    if doc.get("clock") != F.CLOCK_NAMES[F.CLOCK_BOOTTIME]:
+    if doc.get("clock") != CLOCK_NAMES[CLOCK_BOOTTIME]:
         return None
     anchors = doc.get("clock_anchors")
     for a in anchors if isinstance(anchors, list) else []:

@@ -19,7 +19,15 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from . import format as F
+from .format import (DETAIL_EVENT_HEADER_SIZE, DETAIL_FLAG_STACK_TRUNCATED, DETAIL_FLAG_STRINGS,
+                     DETAIL_FOOTER, DETAIL_FOOTER_MAGIC, DETAIL_FUNCTION_RETURN, DETAIL_HEADER,
+                     DETAIL_MAGIC, ENDIAN_LITTLE, EVENT_CALL, EVENT_RETURN, FOOTER_SIZE,
+                     FUNCTION_DETAIL_TYPES, FUNCTION_PAYLOAD, FUNCTION_PAYLOAD_SIZE, HEADER_SIZE,
+                     INDEX_EVENT, INDEX_EVENT_FIELDS, INDEX_EVENT_R2, INDEX_EVENT_SIZE,
+                     INDEX_FLAG_HAS_DETAIL_FILE, INDEX_FOOTER, INDEX_FOOTER_MAGIC, INDEX_HEADER_R1,
+                     INDEX_MAGIC, NO_DETAIL_SEQ, REGISTER_NAMES, RETURN_VALUE_SLOT, REVISION_1,
+                     STRING_TRUNCATED, SUPPORTED_REVISIONS, detail_event_header_dtype,
+                     index_header_dtype)
 from .errors import (AtfError, BadMagicError, CorruptFileError, SeqOutOfRangeError,
                      TruncatedFileError, UnsupportedFormatError)
 from .records import gather, walk_records
@@ -41,7 +49,7 @@ class IndexEvent(NamedTuple):
 
     @property
     def has_detail(self) -> bool:
-        return self.detail_seq != F.NO_DETAIL_SEQ
+        return self.detail_seq != NO_DETAIL_SEQ
 
 
 @dataclass(frozen=True)
@@ -59,14 +67,14 @@ class DetailEvent:
 
     @property
     def is_function(self) -> bool:
-        return (self.event_type in F.FUNCTION_DETAIL_TYPES
-                and len(self.payload) >= F.FUNCTION_PAYLOAD_SIZE)
+        return (self.event_type in FUNCTION_DETAIL_TYPES
+                and len(self.payload) >= FUNCTION_PAYLOAD_SIZE)
 
     def _fixed(self) -> np.void:
         if not self.is_function:
             raise AtfError(f"detail event {self.seq} of type {self.event_type} has no "
                            "function payload")
-        return np.frombuffer(self.payload[:F.FUNCTION_PAYLOAD_SIZE], F.FUNCTION_PAYLOAD)[0]
+        return np.frombuffer(self.payload[:FUNCTION_PAYLOAD_SIZE], FUNCTION_PAYLOAD)[0]
 
     @property
     def function_id(self) -> int:
@@ -78,14 +86,14 @@ class DetailEvent:
 
     @property
     def registers(self) -> dict[str, int]:
-        names = F.REGISTER_NAMES.get(self.arch, tuple(f"r{i}" for i in range(8)))
+        names = REGISTER_NAMES.get(self.arch, tuple(f"r{i}" for i in range(8)))
         return dict(zip(names, self.regs))
 
     @property
     def return_value(self) -> int | None:
-        if self.event_type != F.DETAIL_FUNCTION_RETURN:
+        if self.event_type != DETAIL_FUNCTION_RETURN:
             return None
-        return self.regs[F.RETURN_VALUE_SLOT.get(self.arch, 0)]
+        return self.regs[RETURN_VALUE_SLOT.get(self.arch, 0)]
 
     @property
     def lr(self) -> int:
@@ -102,26 +110,26 @@ class DetailEvent:
     @property
     def stack(self) -> bytes:
         size = int(self._fixed()["stack_size"])
-        return self.payload[F.FUNCTION_PAYLOAD_SIZE:F.FUNCTION_PAYLOAD_SIZE + size]
+        return self.payload[FUNCTION_PAYLOAD_SIZE:FUNCTION_PAYLOAD_SIZE + size]
 
     @property
     def stack_truncated(self) -> bool:
-        return bool(self.flags & F.DETAIL_FLAG_STACK_TRUNCATED)
+        return bool(self.flags & DETAIL_FLAG_STACK_TRUNCATED)
 
     @property
     def strings(self) -> dict[int, tuple[bytes, bool]]:
         """C strings captured at the call (DETAIL_FLAG_STRINGS): register slot -> (bytes
         without the NUL, whether the string went on past MAX_STRING_BYTES)."""
-        if not self.flags & F.DETAIL_FLAG_STRINGS or not self.is_function:
+        if not self.flags & DETAIL_FLAG_STRINGS or not self.is_function:
             return {}
         fixed = self._fixed()
-        at = F.FUNCTION_PAYLOAD_SIZE + int(fixed["stack_size"])
+        at = FUNCTION_PAYLOAD_SIZE + int(fixed["stack_size"])
         end = min(at + int(fixed["strings_size"]), len(self.payload))
         out = {}
         while at + 2 <= end:
             slot, size = self.payload[at], self.payload[at + 1]
             out[slot & 0x0F] = (bytes(self.payload[at + 2:at + 2 + size]),
-                                bool(slot & F.STRING_TRUNCATED))
+                                bool(slot & STRING_TRUNCATED))
             at += 2 + size
         return out
 
@@ -175,11 +183,11 @@ def _check_identity(m: _MappedFile, header: np.void, magic: bytes, what: str) ->
     if bytes(header["magic"]) != magic:
         raise BadMagicError(f"expected {what} magic {magic!r}, found {bytes(header['magic'])!r}",
                             m.path, 0)
-    if int(header["endian"]) != F.ENDIAN_LITTLE:
+    if int(header["endian"]) != ENDIAN_LITTLE:
         raise UnsupportedFormatError(f"expected endian 1 (little), found {int(header['endian'])}",
                                      m.path, 4)
     version = int(header["version"])
-    if version not in F.SUPPORTED_REVISIONS:
+    if version not in SUPPORTED_REVISIONS:
         raise UnsupportedFormatError(f"expected version 1 or 2, found {version}", m.path, 5)
     return version
 
@@ -190,34 +198,34 @@ class IndexReader:
     def __init__(self, path: str | os.PathLike) -> None:
         self._file = m = _MappedFile(path)
         self.path = m.path
-        probe = m.struct(F.INDEX_HEADER_R1, 0, "index header")
-        self.revision = _check_identity(m, probe, F.INDEX_MAGIC, "index")
-        self.header = h = m.struct(F.index_header_dtype(self.revision), 0, "index header")
-        if int(h["event_size"]) != F.INDEX_EVENT_SIZE:
+        probe = m.struct(INDEX_HEADER_R1, 0, "index header")
+        self.revision = _check_identity(m, probe, INDEX_MAGIC, "index")
+        self.header = h = m.struct(index_header_dtype(self.revision), 0, "index header")
+        if int(h["event_size"]) != INDEX_EVENT_SIZE:
             raise UnsupportedFormatError(f"expected event_size 32, found {int(h['event_size'])}",
                                          m.path, 24 if self.revision == 1 else 20)
         self.events_offset = int(h["events_offset"])
-        if not F.HEADER_SIZE <= self.events_offset <= m.size:
+        if not HEADER_SIZE <= self.events_offset <= m.size:
             raise CorruptFileError(f"events_offset {self.events_offset} outside the file "
                                    f"({m.size} bytes)", m.path, 32)
         self.footer, self.footer_offset = self._find_footer()
         if self.footer is not None:
             self.state = CLEAN
             count = int(self.footer["event_count"])
-            expected_end = self.events_offset + count * F.INDEX_EVENT_SIZE
+            expected_end = self.events_offset + count * INDEX_EVENT_SIZE
             if expected_end != self.footer_offset:
                 raise CorruptFileError(
                     f"footer event_count {count} needs the footer at {expected_end}, found "
                     f"it at {self.footer_offset}", m.path, self.footer_offset + 8)
         else:
             self.state = RECOVERED
-            count = (m.size - self.events_offset) // F.INDEX_EVENT_SIZE
+            count = (m.size - self.events_offset) // INDEX_EVENT_SIZE
             count = self._drop_partial_footer(count)
         self._count = count
         self.thread_id = int(h["thread_id"])
         self.arch, self.os, self.clock_type = int(h["arch"]), int(h["os"]), int(h["clock_type"])
         self.flags = int(h["flags"])
-        self._raw = m.buf[self.events_offset:self.events_offset + count * F.INDEX_EVENT_SIZE]
+        self._raw = m.buf[self.events_offset:self.events_offset + count * INDEX_EVENT_SIZE]
         self._events: np.ndarray | None = None
         self._r2_levels: tuple[np.ndarray, int] | None = None
 
@@ -227,12 +235,12 @@ class IndexReader:
         declared = int(self.header["footer_offset"])
         if declared:
             candidates.append(declared)
-        if m.size >= self.events_offset + F.FOOTER_SIZE:
-            candidates.append(m.size - F.FOOTER_SIZE)
+        if m.size >= self.events_offset + FOOTER_SIZE:
+            candidates.append(m.size - FOOTER_SIZE)
         for off in candidates:
-            if self.events_offset <= off and off + F.FOOTER_SIZE <= m.size:
-                footer = m.struct(F.INDEX_FOOTER, off, "index footer")
-                if bytes(footer["magic"]) == F.INDEX_FOOTER_MAGIC:
+            if self.events_offset <= off and off + FOOTER_SIZE <= m.size:
+                footer = m.struct(INDEX_FOOTER, off, "index footer")
+                if bytes(footer["magic"]) == INDEX_FOOTER_MAGIC:
                     return footer, off
         return None, 0
 
@@ -241,8 +249,8 @@ class IndexReader:
         for back in (1, 2):
             seq = count - back
             if seq >= 0:
-                off = self.events_offset + seq * F.INDEX_EVENT_SIZE
-                if bytes(self._file.buf[off:off + 4]) == F.INDEX_FOOTER_MAGIC:
+                off = self.events_offset + seq * INDEX_EVENT_SIZE
+                if bytes(self._file.buf[off:off + 4]) == INDEX_FOOTER_MAGIC:
                     return seq
         return count
 
@@ -252,10 +260,10 @@ class IndexReader:
     def events(self) -> np.ndarray:
         """All events as a numpy structured array of format.INDEX_EVENT (a view for revision 1)."""
         if self._events is None:
-            if self.revision == F.REVISION_1:
-                self._events = self._raw.view(F.INDEX_EVENT)
+            if self.revision == REVISION_1:
+                self._events = self._raw.view(INDEX_EVENT)
             else:
-                self._events = _normalise_r2(self._raw.view(F.INDEX_EVENT_R2), self.thread_id)
+                self._events = _normalise_r2(self._raw.view(INDEX_EVENT_R2), self.thread_id)
         return self._events
 
     @property
@@ -268,7 +276,7 @@ class IndexReader:
         a time then holds only its chunks (every page of the mapping it touched would stay
         in its resident memory until the file is closed)."""
         raw = self.read_raw(a, b)
-        if self.revision == F.REVISION_1:
+        if self.revision == REVISION_1:
             return raw
         return _normalise_r2(raw, self.thread_id, self._r2_depth_at(max(0, a)))
 
@@ -296,7 +304,7 @@ class IndexReader:
     def view(self, a: int, b: int) -> np.ndarray:
         """Events [a, b) as a view of the mapped file (revision 1; revision 2: read()). No
         copy: give the pages back with release(a, b) once done with them."""
-        if self.revision != F.REVISION_1:
+        if self.revision != REVISION_1:
             return self.read(a, b)
         return self.events[max(0, a):min(b, self._count)]
 
@@ -305,11 +313,11 @@ class IndexReader:
         page cache; reading them again maps them again): a reader that goes through a large
         file a chunk at a time then holds only the chunks it works on."""
         mm = self._file._mm
-        if mm is None or self.revision != F.REVISION_1 or not hasattr(mm, "madvise"):
+        if mm is None or self.revision != REVISION_1 or not hasattr(mm, "madvise"):
             return
         page = mmap.PAGESIZE
-        start = (self.events_offset + max(0, a) * F.INDEX_EVENT_SIZE) // page * page
-        stop = min(self.events_offset + min(b, self._count) * F.INDEX_EVENT_SIZE,
+        start = (self.events_offset + max(0, a) * INDEX_EVENT_SIZE) // page * page
+        stop = min(self.events_offset + min(b, self._count) * INDEX_EVENT_SIZE,
                    self._file.size)
         if stop > start:
             try:
@@ -321,7 +329,7 @@ class IndexReader:
         """Events [a, b) as stored (revision 1 or 2 records), copied from the file."""
         a, b = max(0, a), min(b, self._count)
         n = max(0, b - a)
-        size = F.INDEX_EVENT_SIZE
+        size = INDEX_EVENT_SIZE
         raw = np.empty(n * size, dtype=np.uint8)
         if n:
             fd = open_regular(self.path)
@@ -335,7 +343,7 @@ class IndexReader:
                 raise TruncatedFileError(f"expected {len(raw)} bytes of events {a}..{b}, read "
                                          f"{got} (the file shrank?)", self.path,
                                          self.events_offset + a * size)
-        return raw.view(F.INDEX_EVENT if self.revision == F.REVISION_1 else F.INDEX_EVENT_R2)
+        return raw.view(INDEX_EVENT if self.revision == REVISION_1 else INDEX_EVENT_R2)
 
     def __len__(self) -> int:
         return self._count
@@ -345,7 +353,7 @@ class IndexReader:
         if not 0 <= seq < self._count:
             return None
         rec = self.events[seq]
-        return IndexEvent(seq, *(int(rec[name]) for name in F.INDEX_EVENT_FIELDS))
+        return IndexEvent(seq, *(int(rec[name]) for name in INDEX_EVENT_FIELDS))
 
     def __getitem__(self, seq: int) -> IndexEvent:
         if seq < 0:
@@ -376,7 +384,7 @@ class IndexReader:
 
     @property
     def has_detail(self) -> bool:
-        return bool(self.flags & F.INDEX_FLAG_HAS_DETAIL_FILE)
+        return bool(self.flags & INDEX_FLAG_HAS_DETAIL_FILE)
 
     @property
     def raw_events(self) -> np.ndarray:
@@ -387,22 +395,22 @@ class IndexReader:
 def _r2_steps(ev: np.ndarray) -> np.ndarray:
     """+1 for a CALL, -1 for a RETURN, 0 for anything else (revision 2 records)."""
     kind = ev["event_kind"]
-    return np.where(kind == F.EVENT_CALL, 1, np.where(kind == F.EVENT_RETURN, -1, 0))
+    return np.where(kind == EVENT_CALL, 1, np.where(kind == EVENT_RETURN, -1, 0))
 
 
 def _normalise_r2(ev: np.ndarray, thread_id: int, base: int | None = None) -> np.ndarray:
     """Revision 2 events in the normalised layout; call_depth derived from nesting: from
     `base` (the calls open before the first of them), or, without it, lifted so that a trace
     that starts inside calls has no negative depth."""
-    out = np.zeros(len(ev), dtype=F.INDEX_EVENT)
+    out = np.zeros(len(ev), dtype=INDEX_EVENT)
     out["timestamp_ns"] = ev["timestamp_ns"]
     out["function_id"] = ev["function_id"]
     out["thread_id"] = thread_id
     kind = ev["event_kind"].astype(np.uint32)
     out["event_kind"] = kind
     ds = ev["detail_seq"]
-    out["detail_seq"] = np.where(ds >= F.NO_DETAIL_SEQ, F.NO_DETAIL_SEQ, ds).astype(np.uint32)
-    depth = np.cumsum(_r2_steps(ev), dtype=np.int64) - (kind == F.EVENT_CALL)
+    out["detail_seq"] = np.where(ds >= NO_DETAIL_SEQ, NO_DETAIL_SEQ, ds).astype(np.uint32)
+    depth = np.cumsum(_r2_steps(ev), dtype=np.int64) - (kind == EVENT_CALL)
     if base is not None:
         depth += base
     elif len(depth):
@@ -417,22 +425,22 @@ class DetailReader:
     def __init__(self, path: str | os.PathLike) -> None:
         self._file = m = _MappedFile(path)
         self.path = m.path
-        self.header = h = m.struct(F.DETAIL_HEADER, 0, "detail header")
-        self.revision = _check_identity(m, h, F.DETAIL_MAGIC, "detail")
+        self.header = h = m.struct(DETAIL_HEADER, 0, "detail header")
+        self.revision = _check_identity(m, h, DETAIL_MAGIC, "detail")
         self.arch, self.os, self.thread_id = int(h["arch"]), int(h["os"]), int(h["thread_id"])
         self.events_offset = int(h["events_offset"])
-        if not F.HEADER_SIZE <= self.events_offset <= m.size:
+        if not HEADER_SIZE <= self.events_offset <= m.size:
             raise CorruptFileError(f"events_offset {self.events_offset} outside the file "
                                    f"({m.size} bytes)", m.path, 20)
         self.footer = None
         self.footer_offset = 0
         self.problem: CorruptFileError | None = None  # why the lane is DEGRADED
-        if m.size >= self.events_offset + F.FOOTER_SIZE:
-            off = m.size - F.FOOTER_SIZE
-            footer = m.struct(F.DETAIL_FOOTER, off, "detail footer")
-            if bytes(footer["magic"]) == F.DETAIL_FOOTER_MAGIC:
+        if m.size >= self.events_offset + FOOTER_SIZE:
+            off = m.size - FOOTER_SIZE
+            footer = m.struct(DETAIL_FOOTER, off, "detail footer")
+            if bytes(footer["magic"]) == DETAIL_FOOTER_MAGIC:
                 self.footer, self.footer_offset = footer, off
-        self._ev_header = F.detail_event_header_dtype(self.revision)
+        self._ev_header = detail_event_header_dtype(self.revision)
         if self.footer is not None:
             self.state = CLEAN
             limit = self.footer_offset
@@ -489,10 +497,10 @@ class DetailReader:
         if not 0 <= seq < len(self.offsets):
             return None
         off = int(self.offsets[seq])
-        head = self._file.buf[off:off + F.DETAIL_EVENT_HEADER_SIZE].view(self._ev_header)[0]
+        head = self._file.buf[off:off + DETAIL_EVENT_HEADER_SIZE].view(self._ev_header)[0]
         length = int(head["total_length"])
-        tid = int(head["thread_id"]) if self.revision == F.REVISION_1 else self.thread_id
-        payload = self._file.buf[off + F.DETAIL_EVENT_HEADER_SIZE:off + length].tobytes()
+        tid = int(head["thread_id"]) if self.revision == REVISION_1 else self.thread_id
+        payload = self._file.buf[off + DETAIL_EVENT_HEADER_SIZE:off + length].tobytes()
         return DetailEvent(seq, int(head["event_type"]), int(head["flags"]),
                            int(head["index_seq"]), tid, int(head["timestamp"]), self.arch,
                            payload)

@@ -12,7 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import format as F
+from .format import (DETAIL_EVENT_HEADER_SIZE, DETAIL_FUNCTION_CALL, DETAIL_FUNCTION_RETURN,
+                     FUNCTION_RECORD_FIXED_SIZE, MAX_STACK_BYTES, MAX_STRINGS_SIZE, REVISION_1,
+                     detail_event_header_dtype)
 
 _FIRST_RUN = 64
 _MAX_RUN = 1 << 20
@@ -26,7 +28,7 @@ class Walk(NamedTuple):
     stride: int  # the common record length when all are equal, else 0
 
 
-def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVISION_1,
+def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = REVISION_1,
                  max_count: int | None = None) -> Walk:
     """Offsets of back-to-back detail records in buf[start:limit].
 
@@ -34,7 +36,7 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
     recovery), or after max_count records. `buf` is a uint8 array.
     """
     limit = min(limit, len(buf))
-    header_dtype = F.detail_event_header_dtype(revision)
+    header_dtype = detail_event_header_dtype(revision)
     uniform = _uniform_walk(buf, start, limit, header_dtype, max_count)
     if uniform is not None:
         return uniform
@@ -45,14 +47,14 @@ def walk_records(buf: np.ndarray, start: int, limit: int, revision: int = F.REVI
     run = _FIRST_RUN
     problem = None
     while pos < limit and (max_count is None or found < max_count):
-        if limit - pos < F.DETAIL_EVENT_HEADER_SIZE:
+        if limit - pos < DETAIL_EVENT_HEADER_SIZE:
             problem = (f"{limit - pos} trailing bytes, less than a "
-                       f"{F.DETAIL_EVENT_HEADER_SIZE}-byte detail event header")
+                       f"{DETAIL_EVENT_HEADER_SIZE}-byte detail event header")
             break
         length = int(buf[pos:pos + 4].view("<u4")[0])
-        if length < F.DETAIL_EVENT_HEADER_SIZE:
+        if length < DETAIL_EVENT_HEADER_SIZE:
             problem = (f"total_length {length} is smaller than the "
-                       f"{F.DETAIL_EVENT_HEADER_SIZE}-byte event header")
+                       f"{DETAIL_EVENT_HEADER_SIZE}-byte event header")
             break
         if length > limit - pos:
             problem = f"record of total_length {length} runs past the end ({limit - pos} bytes left)"
@@ -83,10 +85,10 @@ def _uniform_walk(buf: np.ndarray, start: int, limit: int, header_dtype: np.dtyp
                   max_count: int | None) -> Walk | None:
     """The common case in one vectorized check: records of one length filling the range."""
     size = limit - start
-    if size < F.DETAIL_EVENT_HEADER_SIZE:
+    if size < DETAIL_EVENT_HEADER_SIZE:
         return None
     length = int(buf[start:start + 4].view("<u4")[0])
-    if length < F.DETAIL_EVENT_HEADER_SIZE or size % length:
+    if length < DETAIL_EVENT_HEADER_SIZE or size % length:
         return None
     n = size // length
     if max_count is not None and n > max_count:
@@ -105,37 +107,37 @@ def _first_malformed(buf: np.ndarray, offsets: np.ndarray, header_dtype: np.dtyp
                      stride: int) -> tuple[int | None, str | None]:
     """First function record whose length disagrees with its stack_size and strings_size."""
     types = gather(buf, offsets, header_dtype.fields["event_type"][1], "<u2", stride)
-    is_function = (types == F.DETAIL_FUNCTION_CALL) | (types == F.DETAIL_FUNCTION_RETURN)
+    is_function = (types == DETAIL_FUNCTION_CALL) | (types == DETAIL_FUNCTION_RETURN)
     if not is_function.any():
         return None, None
     if stride and is_function.all():
         # One length for all: one stack_size check covers every record.
-        stack = gather(buf, offsets, F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2", stride)
-        strings = gather(buf, offsets, F.DETAIL_EVENT_HEADER_SIZE + 98, "<u2", stride)
-        if stride >= F.FUNCTION_RECORD_FIXED_SIZE and not strings.any() and \
-                bool(np.all(stack == stride - F.FUNCTION_RECORD_FIXED_SIZE)) and \
-                stride - F.FUNCTION_RECORD_FIXED_SIZE <= F.MAX_STACK_BYTES:
+        stack = gather(buf, offsets, DETAIL_EVENT_HEADER_SIZE + 96, "<u2", stride)
+        strings = gather(buf, offsets, DETAIL_EVENT_HEADER_SIZE + 98, "<u2", stride)
+        if stride >= FUNCTION_RECORD_FIXED_SIZE and not strings.any() and \
+                bool(np.all(stack == stride - FUNCTION_RECORD_FIXED_SIZE)) and \
+                stride - FUNCTION_RECORD_FIXED_SIZE <= MAX_STACK_BYTES:
             return None, None
     lengths = gather(buf, offsets, 0, "<u4", stride)
-    short = is_function & (lengths < F.FUNCTION_RECORD_FIXED_SIZE)
+    short = is_function & (lengths < FUNCTION_RECORD_FIXED_SIZE)
     stack = np.zeros(len(offsets), dtype=np.int64)
     strings = np.zeros(len(offsets), dtype=np.int64)
     ok_len = is_function & ~short
-    stack[ok_len] = gather(buf, offsets[ok_len], F.DETAIL_EVENT_HEADER_SIZE + 96, "<u2")
-    strings[ok_len] = gather(buf, offsets[ok_len], F.DETAIL_EVENT_HEADER_SIZE + 98, "<u2")
-    wrong = ok_len & ((stack > F.MAX_STACK_BYTES) | (strings > F.MAX_STRINGS_SIZE)
-                      | (lengths != F.FUNCTION_RECORD_FIXED_SIZE + stack + strings))
+    stack[ok_len] = gather(buf, offsets[ok_len], DETAIL_EVENT_HEADER_SIZE + 96, "<u2")
+    strings[ok_len] = gather(buf, offsets[ok_len], DETAIL_EVENT_HEADER_SIZE + 98, "<u2")
+    wrong = ok_len & ((stack > MAX_STACK_BYTES) | (strings > MAX_STRINGS_SIZE)
+                      | (lengths != FUNCTION_RECORD_FIXED_SIZE + stack + strings))
     bad = np.flatnonzero(short | wrong)
     if len(bad) == 0:
         return None, None
     i = int(bad[0])
     if short[i]:
         return i, (f"function record of total_length {int(lengths[i])} is shorter than "
-                   f"{F.FUNCTION_RECORD_FIXED_SIZE} bytes")
+                   f"{FUNCTION_RECORD_FIXED_SIZE} bytes")
     return i, (f"function record of total_length {int(lengths[i])} does not match its "
                f"stack_size {int(stack[i])} and strings_size {int(strings[i])} (expected "
-               f"{F.FUNCTION_RECORD_FIXED_SIZE} + stack_size + strings_size, at most "
-               f"{F.MAX_STACK_BYTES} and {F.MAX_STRINGS_SIZE})")
+               f"{FUNCTION_RECORD_FIXED_SIZE} + stack_size + strings_size, at most "
+               f"{MAX_STACK_BYTES} and {MAX_STRINGS_SIZE})")
 
 
 def gather(buf: np.ndarray, offsets: np.ndarray, field_offset: int, dtype: str,

@@ -6,6 +6,10 @@ scanned). The merge yields events in timestamp order across threads with bounded
 memory, for sessions of hundreds of millions of events: `merged_iter()` one
 IndexEvent at a time (the seed API's merge-sort iterator), `merged_chunks()` as
 (thread index, index_seq) arrays, `merged_order()` as two whole arrays.
+
+Words: the session directory is `session_*` (one `ada trace`); each traced process has a
+process directory in it (`pid_N`, `pid_N_execK`). A SessionReader (the seed API's name) reads
+one process directory; `session_dir` names only the first kind, `process_dir` the second.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from . import format as F
+from .format import INDEX_EVENT
 from .errors import AtfError, ManifestError, NotASessionError
 from .manifest import MANIFEST, Manifest, read_manifest
 from .reader import CLEAN, DEGRADED, RECOVERED, IndexEvent, ThreadReader
@@ -25,7 +29,7 @@ from .reader import CLEAN, DEGRADED, RECOVERED, IndexEvent, ThreadReader
 MERGE_CHUNK_EVENTS = 1 << 21
 
 
-def find_session_dir(path: str | os.PathLike) -> Path:
+def find_process_dir(path: str | os.PathLike) -> Path:
     """The pid_N directory for a path to it, to its session_* parent, or to a thread_N.
 
     Raises NotASessionError with the reason when nothing there is a session.
@@ -61,21 +65,21 @@ def _looks_like_session(p: Path) -> bool:
         c.name.startswith("thread_") and c.is_dir() for c in p.iterdir())
 
 
-def check_threads_exist(ids: list[int], session_dir: Path) -> None:
+def check_threads_exist(ids: list[int], process_dir: Path) -> None:
     """Every thread the manifest lists has its directory: checked against one listing of the
     directory, so a manifest listing millions of threads costs no more than reading it."""
-    present = set(scan_thread_ids(session_dir))
+    present = set(scan_thread_ids(process_dir))
     missing = [i for i in ids if i not in present]
     if missing:
         shown = ", ".join(f"thread_{i}" for i in missing[:3])
         more = f" and {len(missing) - 3:,} more" if len(missing) > 3 else ""
         raise ManifestError(f"lists {len(ids):,} thread(s); {len(missing):,} have no directory "
-                            f"({shown}{more})", session_dir / MANIFEST)
+                            f"({shown}{more})", process_dir / MANIFEST)
 
 
-def scan_thread_ids(session_dir: Path) -> list[int]:
+def scan_thread_ids(process_dir: Path) -> list[int]:
     ids = []
-    for c in session_dir.iterdir():
+    for c in process_dir.iterdir():
         if c.is_dir() and c.name.startswith("thread_") and c.name[7:].isdigit():
             ids.append(int(c.name[7:]))
     return sorted(ids)
@@ -85,7 +89,7 @@ class SessionReader:
     """All threads of one session (pid_N directory)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = find_session_dir(path)
+        self.path = find_process_dir(path)
         self.manifest: Manifest | None = read_manifest(self.path)
         if self.manifest is not None and self.manifest.threads is not None:
             ids = [t.id for t in self.manifest.threads]
@@ -147,7 +151,7 @@ class SessionReader:
         at a time); for bulk work, merged_chunks() hands out arrays instead of objects.
         """
         for positions, seqs in self.merged_chunks(start_ns, end_ns, threads):
-            rows = np.empty(len(seqs), dtype=F.INDEX_EVENT)
+            rows = np.empty(len(seqs), dtype=INDEX_EVENT)
             for p in np.unique(positions).tolist():
                 mine = positions == p
                 rows[mine] = self.threads[p].index.events[seqs[mine]]

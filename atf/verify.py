@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from . import format as F
+from .format import (DETAIL_MAGIC, DETAIL_TYPE_NAMES, EVENT_KIND_NAMES, INDEX_EVENT_SIZE,
+                     NO_DETAIL_SEQ, REVISION_1, U32_MAX, crc32c)
 from .errors import AtfError
 from .reader import CLEAN, DetailReader, IndexReader
 from .manifest import MANIFEST, ThreadEntry, read_manifest
-from .session import find_session_dir, process_dirs, scan_thread_ids
+from .session import find_process_dir, process_dirs, scan_thread_ids
 
 _MAX_PROBLEMS_PER_CHECK = 5
 
@@ -80,15 +81,15 @@ def verify(path: str | os.PathLike) -> VerifyReport:
     processes = process_dirs(p) if p.is_dir() and not (p / MANIFEST).exists() else []
     if len(processes) > 1:  # a recording of several processes: each is a session of its own
         for process in processes:
-            _verify_session(process, report)
+            _verify_process(process, report)
         return report
     try:
-        session = find_session_dir(p)
+        process_dir = find_process_dir(p)
     except AtfError as e:
         report.add(p, None, e.reason)
         return report
-    report.path = str(session)
-    _verify_session(session, report)
+    report.path = str(process_dir)
+    _verify_process(process_dir, report)
     return report
 
 
@@ -99,7 +100,7 @@ def _verify_file(path: Path, report: VerifyReport) -> None:
     except OSError as e:
         report.add(path, None, f"cannot read: {e.strerror}")
         return
-    if magic == F.DETAIL_MAGIC:
+    if magic == DETAIL_MAGIC:
         _open_detail(path, report)
     else:
         _open_index(path, report)
@@ -122,13 +123,13 @@ def _open_index(path: Path, report: VerifyReport) -> IndexReader | None:
 def _check_index(r: IndexReader, report: VerifyReport) -> None:
     ev = r.events
     n = len(ev)
-    if r.revision == F.REVISION_1 and n:
+    if r.revision == REVISION_1 and n:
         bad_tid = np.flatnonzero(ev["thread_id"] != r.thread_id)
         for i in bad_tid[:_MAX_PROBLEMS_PER_CHECK]:
             report.add(r.path, _event_offset(r, i), f"event {i}: thread_id "
                        f"{int(ev['thread_id'][i])}, header says {r.thread_id}")
     if n:
-        bad_kind = np.flatnonzero(~np.isin(ev["event_kind"], list(F.EVENT_KIND_NAMES)))
+        bad_kind = np.flatnonzero(~np.isin(ev["event_kind"], list(EVENT_KIND_NAMES)))
         for i in bad_kind[:_MAX_PROBLEMS_PER_CHECK]:
             report.add(r.path, _event_offset(r, i) + 20,
                        f"event {i}: unknown event_kind {int(ev['event_kind'][i])}")
@@ -143,11 +144,11 @@ def _check_index(r: IndexReader, report: VerifyReport) -> None:
     if r.footer is None:
         return
     h, f = r.header, r.footer
-    saturated = min(n, F.U32_MAX) if r.revision == F.REVISION_1 else n
+    saturated = min(n, U32_MAX) if r.revision == REVISION_1 else n
     if int(h["event_count"]) != saturated:
         report.add(r.path, 28 if r.revision == 1 else 24,
                    f"header event_count {int(h['event_count'])}, footer says {n}")
-    if int(f["bytes_written"]) != n * F.INDEX_EVENT_SIZE:
+    if int(f["bytes_written"]) != n * INDEX_EVENT_SIZE:
         report.add(r.path, r.footer_offset + 32,
                    f"footer bytes_written {int(f['bytes_written'])}, expected {n * 32}")
     if int(h["footer_offset"]) not in (0, r.footer_offset):
@@ -169,14 +170,14 @@ def _check_crc(path: Path, expected: int, data: np.ndarray, where: int,
                report: VerifyReport) -> None:
     if expected == 0:
         return
-    actual = F.crc32c(memoryview(np.ascontiguousarray(data)))
+    actual = crc32c(memoryview(np.ascontiguousarray(data)))
     if actual != expected:
         report.add(path, where, f"checksum 0x{expected:08x} in footer, events section has "
                    f"0x{actual:08x}")
 
 
 def _event_offset(r: IndexReader, i: int) -> int:
-    return r.events_offset + int(i) * F.INDEX_EVENT_SIZE
+    return r.events_offset + int(i) * INDEX_EVENT_SIZE
 
 
 def _open_detail(path: Path, report: VerifyReport) -> DetailReader | None:
@@ -206,7 +207,7 @@ def _check_detail(d: DetailReader, report: VerifyReport) -> None:
     for i in backwards[:_MAX_PROBLEMS_PER_CHECK]:
         report.add(d.path, int(d.offsets[i + 1]) + 16,
                    f"detail event {i + 1}: timestamp before the previous event's")
-    bad_type = np.flatnonzero(~np.isin(d.event_types, list(F.DETAIL_TYPE_NAMES))) if n else []
+    bad_type = np.flatnonzero(~np.isin(d.event_types, list(DETAIL_TYPE_NAMES))) if n else []
     for i in bad_type[:_MAX_PROBLEMS_PER_CHECK]:
         report.add(d.path, int(d.offsets[i]) + 4, f"detail event {i}: unknown event_type")
     if d.footer is None or d.problem is not None:
@@ -240,8 +241,8 @@ def _verify_thread(thread_dir: Path, report: VerifyReport) -> tuple[int, int] | 
         report.add(index.path, 8, "detail.atf exists but the header flag has_detail_file is 0")
     if detail is not None:
         _check_links(index, detail, report)
-    elif np.any(index.events["detail_seq"] != F.NO_DETAIL_SEQ):
-        i = int(np.flatnonzero(index.events["detail_seq"] != F.NO_DETAIL_SEQ)[0])
+    elif np.any(index.events["detail_seq"] != NO_DETAIL_SEQ):
+        i = int(np.flatnonzero(index.events["detail_seq"] != NO_DETAIL_SEQ)[0])
         report.add(index.path, _event_offset(index, i) + 28,
                    f"event {i} links detail_seq {int(index.events['detail_seq'][i])} "
                    "but there is no detail.atf")
@@ -253,7 +254,7 @@ def _check_links(index: IndexReader, detail: DetailReader, report: VerifyReport)
     ev = index.events
     n_index, n_detail = len(ev), len(detail)
     forward = ev["detail_seq"].astype(np.int64)
-    linked = np.flatnonzero(forward != F.NO_DETAIL_SEQ)
+    linked = np.flatnonzero(forward != NO_DETAIL_SEQ)
     targets = forward[linked]
     out = linked[targets >= n_detail]
     if detail.state != CLEAN and len(out):
@@ -295,16 +296,16 @@ def _check_links(index: IndexReader, detail: DetailReader, report: VerifyReport)
                        "different timestamps")
 
 
-def _verify_session(session: Path, report: VerifyReport) -> None:
+def _verify_process(process_dir: Path, report: VerifyReport) -> None:
     manifest = None
     try:
-        manifest = read_manifest(session)
+        manifest = read_manifest(process_dir)
     except AtfError as e:
-        report.add(e.path or session, None, e.reason)
+        report.add(e.path or process_dir, None, e.reason)
     if manifest is not None:
         for problem in manifest.problems:
-            report.add(session / MANIFEST, None, problem)
-    on_disk = scan_thread_ids(session)
+            report.add(process_dir / MANIFEST, None, problem)
+    on_disk = scan_thread_ids(process_dir)
     ids = on_disk
     if manifest is not None and manifest.threads is not None:
         ids = listed = [t.id for t in manifest.threads]
@@ -312,26 +313,26 @@ def _verify_session(session: Path, report: VerifyReport) -> None:
         # exist costs one set difference and a few lines, not a million checks.
         missing = sorted(set(listed) - set(on_disk))
         for tid in missing[:_MAX_PROBLEMS_PER_CHECK]:
-            report.add(session / MANIFEST, None,
+            report.add(process_dir / MANIFEST, None,
                        f"lists thread {tid} but thread_{tid}/ does not exist")
         if len(missing) > _MAX_PROBLEMS_PER_CHECK:
-            report.add(session / MANIFEST, None, f"{len(missing):,} listed threads have "
+            report.add(process_dir / MANIFEST, None, f"{len(missing):,} listed threads have "
                        f"no directory in all ({len(on_disk):,} thread directories exist)")
         for extra in sorted(set(on_disk) - set(listed)):
-            report.add(session / f"thread_{extra}", None,
+            report.add(process_dir / f"thread_{extra}", None,
                        "thread directory not listed in manifest.json")
     if not ids and not on_disk and manifest is None:  # a manifest may say no thread ran
-        report.add(session, None, "session has no threads")
+        report.add(process_dir, None, "session has no threads")
     entries = {t.id: t for t in (manifest.threads or [])} if manifest is not None else {}
     present = set(on_disk)
     for tid in ids:
         if tid not in present:
             continue
-        thread_dir = session / f"thread_{tid}"
+        thread_dir = process_dir / f"thread_{tid}"
         counts = _verify_thread(thread_dir, report)
         entry = entries.get(tid)
         if counts and entry:
-            _check_manifest_thread(entry, counts, thread_dir, session / MANIFEST, report)
+            _check_manifest_thread(entry, counts, thread_dir, process_dir / MANIFEST, report)
 
 
 def _check_manifest_thread(entry: ThreadEntry, counts: tuple[int, int], thread_dir: Path,

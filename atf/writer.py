@@ -17,7 +17,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import format as F
+from .format import (DETAIL_FOOTER, DETAIL_FOOTER_MAGIC, DETAIL_HEADER, DETAIL_MAGIC, ENDIAN_LITTLE,
+                     FUNCTION_RECORD_FIXED_SIZE, FUNCTION_RECORD_R1, HEADER_SIZE, INDEX_EVENT,
+                     INDEX_EVENT_SIZE, INDEX_FLAG_HAS_DETAIL_FILE, INDEX_FOOTER, INDEX_FOOTER_MAGIC,
+                     INDEX_HEADER_R1, INDEX_MAGIC, MAX_STACK_BYTES, NO_DETAIL_SEQ, REVISION_1,
+                     U32_MAX, crc32c)
 from .direct import DirectStream
 from .errors import WriterError
 from .records import Walk, gather, walk_records
@@ -53,7 +57,7 @@ def _rehash(fd: int, start: int, length: int) -> int:
         chunk = os.pread(fd, min(_REHASH_CHUNK, end - pos), pos)
         if not chunk:
             break
-        crc = F.crc32c(chunk, crc)
+        crc = crc32c(chunk, crc)
         pos += len(chunk)
     return crc
 
@@ -91,7 +95,7 @@ class _Lane:
             self._go_direct_asked_at = self.bytes
             if self._go_direct(self.bytes):
                 self._go_direct = None
-                self._stream = DirectStream.open(self.path, self.fd, F.HEADER_SIZE + self.bytes)
+                self._stream = DirectStream.open(self.path, self.fd, HEADER_SIZE + self.bytes)
         if self._stream is not None:
             self._stream.write(data)
         else:
@@ -101,12 +105,12 @@ class _Lane:
                 # A part of `data` may be in the file (a disk that filled up midway): cut it
                 # off, so the file holds exactly the events counted here.
                 try:
-                    os.ftruncate(self.fd, F.HEADER_SIZE + self.bytes)
-                    os.lseek(self.fd, F.HEADER_SIZE + self.bytes, os.SEEK_SET)
+                    os.ftruncate(self.fd, HEADER_SIZE + self.bytes)
+                    os.lseek(self.fd, HEADER_SIZE + self.bytes, os.SEEK_SET)
                 except OSError:
                     pass
                 raise
-        self.crc = F.crc32c(data, self.crc)
+        self.crc = crc32c(data, self.crc)
         if self.count == 0:
             self.time_start = first_ts
         self.time_end = last_ts
@@ -115,7 +119,7 @@ class _Lane:
 
     def checksum(self) -> int:
         if self.crc_stale:
-            self.crc = _rehash(self.fd, F.HEADER_SIZE, self.bytes)
+            self.crc = _rehash(self.fd, HEADER_SIZE, self.bytes)
             self.crc_stale = False
         return self.crc
 
@@ -131,7 +135,7 @@ class _Lane:
         try:
             if self._stream is not None:
                 self._stream.close()  # a failed stream leaves the file as a crash would
-            os.pwrite(self.fd, footer.tobytes(), F.HEADER_SIZE + self.bytes)
+            os.pwrite(self.fd, footer.tobytes(), HEADER_SIZE + self.bytes)
             os.pwrite(self.fd, header.tobytes(), 0)
         except OSError as e:
             raise WriterError(f"cannot finalize: {e.strerror}", self.path) from e
@@ -207,11 +211,11 @@ class ThreadWriter:
         return first
 
     def write_index_event(self, timestamp_ns: int, function_id: int, event_kind: int,
-                          call_depth: int, detail_seq: int = F.NO_DETAIL_SEQ,
+                          call_depth: int, detail_seq: int = NO_DETAIL_SEQ,
                           thread_id: int | None = None) -> int:
         """Append one index event; returns its index_seq."""
         self._check_open()
-        rec = np.zeros((), dtype=F.INDEX_EVENT)
+        rec = np.zeros((), dtype=INDEX_EVENT)
         rec["timestamp_ns"] = timestamp_ns
         rec["function_id"] = function_id
         rec["thread_id"] = self.thread_id if thread_id is None else thread_id
@@ -250,7 +254,7 @@ class ThreadWriter:
         in_file = self._index.count
         pending = index_seqs >= in_file
         if pending.any():
-            view = np.frombuffer(self._pending, dtype=F.INDEX_EVENT)
+            view = np.frombuffer(self._pending, dtype=INDEX_EVENT)
             view["detail_seq"][index_seqs[pending] - in_file] = detail_seqs[pending]
         seqs, values = index_seqs[~pending], detail_seqs[~pending]
         block = 1 << 16
@@ -259,10 +263,10 @@ class ThreadWriter:
             lo = int(seqs[i])
             j = int(np.searchsorted(seqs, lo + block, "left"))
             hi = int(seqs[j - 1]) + 1
-            offset = F.HEADER_SIZE + lo * F.INDEX_EVENT_SIZE
+            offset = HEADER_SIZE + lo * INDEX_EVENT_SIZE
             try:
-                raw = bytearray(os.pread(self._index.fd, (hi - lo) * F.INDEX_EVENT_SIZE, offset))
-                events = np.frombuffer(raw, dtype=F.INDEX_EVENT)
+                raw = bytearray(os.pread(self._index.fd, (hi - lo) * INDEX_EVENT_SIZE, offset))
+                events = np.frombuffer(raw, dtype=INDEX_EVENT)
                 events["detail_seq"][seqs[i:j] - lo] = values[i:j]
                 os.pwrite(self._index.fd, raw, offset)
             except OSError as e:
@@ -307,11 +311,11 @@ class ThreadWriter:
                            sp: int = 0, stack: bytes = b"", flags: int = 0,
                            thread_id: int | None = None) -> int:
         """Append one function detail event; returns its detail_seq."""
-        if len(stack) > F.MAX_STACK_BYTES:
+        if len(stack) > MAX_STACK_BYTES:
             raise WriterError(f"stack window of {len(stack)} bytes exceeds "
-                              f"{F.MAX_STACK_BYTES}", self.directory / "detail.atf")
-        rec = np.zeros((), dtype=F.FUNCTION_RECORD_R1)
-        rec["total_length"] = F.FUNCTION_RECORD_FIXED_SIZE + len(stack)
+                              f"{MAX_STACK_BYTES}", self.directory / "detail.atf")
+        rec = np.zeros((), dtype=FUNCTION_RECORD_R1)
+        rec["total_length"] = FUNCTION_RECORD_FIXED_SIZE + len(stack)
         rec["event_type"] = event_type
         rec["flags"] = flags
         rec["index_seq"] = index_seq
@@ -342,31 +346,31 @@ class ThreadWriter:
     # --- headers, footers, finalize ----------------------------------------------
 
     def _index_header(self, final: bool = False) -> np.ndarray:
-        h = np.zeros((), dtype=F.INDEX_HEADER_R1)
-        h["magic"] = F.INDEX_MAGIC
-        h["endian"] = F.ENDIAN_LITTLE
-        h["version"] = F.REVISION_1
+        h = np.zeros((), dtype=INDEX_HEADER_R1)
+        h["magic"] = INDEX_MAGIC
+        h["endian"] = ENDIAN_LITTLE
+        h["version"] = REVISION_1
         h["arch"], h["os"] = self.arch, self.os_id
-        h["flags"] = F.INDEX_FLAG_HAS_DETAIL_FILE if self._detail is not None else 0
+        h["flags"] = INDEX_FLAG_HAS_DETAIL_FILE if self._detail is not None else 0
         h["thread_id"] = self.thread_id
         h["clock_type"] = self.clock_type
-        h["event_size"] = F.INDEX_EVENT_SIZE
-        h["events_offset"] = F.HEADER_SIZE
+        h["event_size"] = INDEX_EVENT_SIZE
+        h["events_offset"] = HEADER_SIZE
         if final:
-            h["event_count"] = min(self._index.count, F.U32_MAX)
-            h["footer_offset"] = F.HEADER_SIZE + self._index.bytes
+            h["event_count"] = min(self._index.count, U32_MAX)
+            h["footer_offset"] = HEADER_SIZE + self._index.bytes
             h["time_start_ns"] = self._index.time_start
             h["time_end_ns"] = self._index.time_end
         return h
 
     def _detail_header(self, final: bool = False) -> np.ndarray:
-        h = np.zeros((), dtype=F.DETAIL_HEADER)
-        h["magic"] = F.DETAIL_MAGIC
-        h["endian"] = F.ENDIAN_LITTLE
-        h["version"] = F.REVISION_1
+        h = np.zeros((), dtype=DETAIL_HEADER)
+        h["magic"] = DETAIL_MAGIC
+        h["endian"] = ENDIAN_LITTLE
+        h["version"] = REVISION_1
         h["arch"], h["os"] = self.arch, self.os_id
         h["thread_id"] = self.thread_id
-        h["events_offset"] = F.HEADER_SIZE
+        h["events_offset"] = HEADER_SIZE
         if final and self._detail is not None:
             h["event_count"] = self._detail.count
             h["bytes_length"] = self._detail.bytes
@@ -397,8 +401,8 @@ class ThreadWriter:
         d = self._detail
         if d is None:
             return
-        footer = np.zeros((), dtype=F.DETAIL_FOOTER)
-        footer["magic"] = F.DETAIL_FOOTER_MAGIC
+        footer = np.zeros((), dtype=DETAIL_FOOTER)
+        footer["magic"] = DETAIL_FOOTER_MAGIC
         footer["checksum"] = d.checksum()
         footer["event_count"] = d.count
         footer["bytes_length"] = d.bytes
@@ -407,8 +411,8 @@ class ThreadWriter:
 
     def _finish_index(self) -> None:
         ix = self._index
-        footer = np.zeros((), dtype=F.INDEX_FOOTER)
-        footer["magic"] = F.INDEX_FOOTER_MAGIC
+        footer = np.zeros((), dtype=INDEX_FOOTER)
+        footer["magic"] = INDEX_FOOTER_MAGIC
         footer["checksum"] = ix.checksum()
         footer["event_count"] = ix.count
         footer["time_start_ns"], footer["time_end_ns"] = ix.time_start, ix.time_end
@@ -429,9 +433,9 @@ class ThreadWriter:
 def _as_index_events(events: Any, path: Path) -> np.ndarray:
     """A contiguous INDEX_EVENT view of what the caller handed over, without copying."""
     if isinstance(events, np.ndarray) and events.dtype.names is not None:
-        if events.dtype != F.INDEX_EVENT:
+        if events.dtype != INDEX_EVENT:
             try:
-                events = events.astype(F.INDEX_EVENT)
+                events = events.astype(INDEX_EVENT)
             except (TypeError, ValueError) as e:
                 raise WriterError(f"events of dtype {events.dtype} are not index events",
                                   path) from e
@@ -440,10 +444,10 @@ def _as_index_events(events: Any, path: Path) -> np.ndarray:
         raw = _byte_view(events)
     except (TypeError, ValueError) as e:
         raise WriterError(f"expected index events, got {type(events).__name__}", path) from e
-    if raw.nbytes % F.INDEX_EVENT_SIZE:
+    if raw.nbytes % INDEX_EVENT_SIZE:
         raise WriterError(f"{raw.nbytes} bytes is not a whole number of "
-                          f"{F.INDEX_EVENT_SIZE}-byte index events", path)
-    return np.frombuffer(raw, dtype=F.INDEX_EVENT)
+                          f"{INDEX_EVENT_SIZE}-byte index events", path)
+    return np.frombuffer(raw, dtype=INDEX_EVENT)
 
 
 MANIFEST_RESERVE = ".manifest-reserve"  # room held for the final manifest.json

@@ -56,7 +56,8 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 import ada.atf as atf
-from ada.atf import format as F
+from ada.atf.format import (ARCH_X86_64, CLOCK_BOOTTIME, EVENT_CALL, INDEX_EVENT, NO_DETAIL_SEQ,
+                            OS_LINUX)
 from ada.atf.writer import SessionWriter
 
 LIBRARY = "libsqlite3.so.0"
@@ -139,8 +140,8 @@ def replay_lines(session: atf.SessionReader) -> int:
         n = len(t)
         for a in range(0, n, 1 << 22):
             k = t.index.read(a, min(n, a + (1 << 22) + 1))["event_kind"]
-            calls = k == F.EVENT_CALL
-            leaf = calls[:-1] & (k[1:] != F.EVENT_CALL)
+            calls = k == EVENT_CALL
+            leaf = calls[:-1] & (k[1:] != EVENT_CALL)
             lines += 2 * int(calls[:1 << 22].sum()) - int(leaf[:1 << 22].sum())
     return lines
 
@@ -252,16 +253,16 @@ def build(directory: Path, threads: int, events: int) -> Path:
     """A synthetic session of `threads` x `events` index events (scripts/bench_export.py's
     too)."""
     units = events // len(UNIT_FID)
-    writer = SessionWriter(directory, 1, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                           clock_type=F.CLOCK_BOOTTIME)
+    writer = SessionWriter(directory, 1, arch=ARCH_X86_64, os_id=OS_LINUX,
+                           clock_type=CLOCK_BOOTTIME)
     rng = np.random.default_rng(1)
     for t in range(threads):
-        ev = np.zeros(units * len(UNIT_FID), dtype=F.INDEX_EVENT)
+        ev = np.zeros(units * len(UNIT_FID), dtype=INDEX_EVENT)
         ev["timestamp_ns"] = np.cumsum(rng.integers(5, 200, len(ev), dtype=np.uint64))
         ev["function_id"] = np.tile(np.array(UNIT_FID, dtype=np.uint64), units)
         ev["event_kind"] = np.tile(np.array(UNIT_KIND, dtype=np.uint32), units)
         ev["call_depth"] = np.tile(np.array(UNIT_DEPTH, dtype=np.uint32), units)
-        ev["thread_id"], ev["detail_seq"] = 1000 + t, F.NO_DETAIL_SEQ
+        ev["thread_id"], ev["detail_seq"] = 1000 + t, NO_DETAIL_SEQ
         writer.add_thread(1000 + t).append_index(ev)
         del ev
     writer.finalize()

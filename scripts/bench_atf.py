@@ -22,19 +22,20 @@ from pathlib import Path
 import numpy as np
 
 import ada.atf as atf
-from ada.atf import format as F
+from ada.atf.format import (DETAIL_FUNCTION_CALL, FUNCTION_RECORD_FIXED_SIZE, FUNCTION_RECORD_R1,
+                            INDEX_EVENT, INDEX_HEADER_R1, INDEX_MAGIC, NO_DETAIL_SEQ)
 from ada.atf.writer import SessionWriter, ThreadWriter
 
 BATCH = 1 << 16  # events per append, as the drain hands them over
 
 
 def events(n: int, t0: int = 0, tid: int = 1) -> np.ndarray:
-    ev = np.zeros(n, dtype=F.INDEX_EVENT)
+    ev = np.zeros(n, dtype=INDEX_EVENT)
     ev["timestamp_ns"] = t0 + np.arange(n, dtype=np.uint64) * 3
     ev["function_id"] = np.arange(n) & 15
     ev["thread_id"] = tid
     ev["event_kind"] = 1 + (np.arange(n) & 1)
-    ev["detail_seq"] = F.NO_DETAIL_SEQ
+    ev["detail_seq"] = NO_DETAIL_SEQ
     return ev
 
 
@@ -65,9 +66,9 @@ def bench_index_write(d: Path, n: int, rounds: int = 3) -> tuple[float, float]:
 
 
 def bench_detail_write(d: Path, total_bytes: int, rounds: int = 3) -> float:
-    rec = np.zeros(4096, dtype=np.dtype([("fixed", F.FUNCTION_RECORD_R1), ("stack", "u1", 128)]))
-    rec["fixed"]["total_length"] = F.FUNCTION_RECORD_FIXED_SIZE + 128
-    rec["fixed"]["event_type"] = F.DETAIL_FUNCTION_CALL
+    rec = np.zeros(4096, dtype=np.dtype([("fixed", FUNCTION_RECORD_R1), ("stack", "u1", 128)]))
+    rec["fixed"]["total_length"] = FUNCTION_RECORD_FIXED_SIZE + 128
+    rec["fixed"]["event_type"] = DETAIL_FUNCTION_CALL
     rec["fixed"]["index_seq"] = np.arange(4096)
     rec["fixed"]["stack_size"] = 128
     chunk = rec.tobytes()
@@ -105,8 +106,8 @@ def make_session(d: Path, threads: int, per_thread: int) -> Path:
 def bench_get(d: Path, n: int) -> tuple[float, float]:
     path = d / "big" / "index.atf"
     path.parent.mkdir()
-    h = np.zeros((), F.INDEX_HEADER_R1)
-    h["magic"], h["endian"], h["version"], h["event_size"] = F.INDEX_MAGIC, 1, 1, 32
+    h = np.zeros((), INDEX_HEADER_R1)
+    h["magic"], h["endian"], h["version"], h["event_size"] = INDEX_MAGIC, 1, 1, 32
     h["events_offset"] = 64
     with open(path, "wb") as f:
         f.write(h.tobytes())

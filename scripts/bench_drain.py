@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_X86_64, CLOCK_BOOTTIME, OS_LINUX
 from ada.atf.writer import SessionWriter
 from ada.tracer.record.detail_sinks import AlwaysDetailSink
 from ada.tracer.record.drain import Drain
@@ -56,8 +56,8 @@ def main() -> None:
     if args.tsc:
         agent.clock_ticks(base=(0, 0), pair=(10 ** 9, 4 * 10 ** 8))
     base = Path(tempfile.mkdtemp(prefix="ada-bench-drain-", dir=args.out))
-    session = SessionWriter(base, 1, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                            clock_type=F.CLOCK_BOOTTIME,
+    session = SessionWriter(base, 1, arch=ARCH_X86_64, os_id=OS_LINUX,
+                            clock_type=CLOCK_BOOTTIME,
                             detail_go_direct=(lambda lane_bytes: True) if args.direct else None)
     drain = Drain(agent.reader, session, AlwaysDetailSink())
     per_pass = max(2, (args.pass_kb << 10) // RECORD // 2 * 2)

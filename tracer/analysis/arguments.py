@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.manifest import Manifest, Module
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
@@ -37,8 +37,8 @@ class Decoder:
     def __post_init__(self) -> None:
         manifest = self.session.manifest or Manifest(self.session.path, {})
         process = manifest.process
-        self.arch = {"x86_64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}.get(
-            str(process.arch), F.ARCH_X86_64)
+        self.arch = {"x86_64": ARCH_X86_64, "arm64": ARCH_ARM64}.get(
+            str(process.arch), ARCH_X86_64)
         self.convention = Convention(self.arch, process.apple)
         self._module_rows = {m.module_id: m for m in manifest.modules}
         self._addresses: dict[int, tuple[int, int]] = {  # function_id -> (module, address)

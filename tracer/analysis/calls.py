@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import EVENT_EXCEPTION, NO_DETAIL_SEQ
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
@@ -385,7 +385,7 @@ class ThreadWalk:
         values = {"id": ids, "kept_id": kept_id, "fid": fid,
                   "start": np.full(k, self.first_ns, np.uint64),
                   "call_seq": np.full(k, -1, np.int64),
-                  "detail": np.full(k, F.NO_DETAIL_SEQ, np.uint32), "parent": parent,
+                  "detail": np.full(k, NO_DETAIL_SEQ, np.uint32), "parent": parent,
                   "children": np.zeros(k, np.int64),
                   "flags": np.full(k, NO_CALL, np.uint32),
                   "nested": _chain_nested(fid), "within": within, "hidden": hidden,
@@ -748,7 +748,7 @@ class _Chunk:
             "self_ns": lambda: np.maximum(dur - c.children[rows], 0).view(np.uint64),
             "depth": lambda: self.depth[rows].astype(np.uint32),
             "parent": lambda: self.parent_of(rows),
-            "flags": lambda: (ev.kind[end_at] == F.EVENT_EXCEPTION).astype(np.uint32)
+            "flags": lambda: (ev.kind[end_at] == EVENT_EXCEPTION).astype(np.uint32)
             * np.uint32(LEFT),
             "nested": lambda: self.nested[rows] if self.nested is not None
             else np.zeros(len(rows), bool)}
@@ -760,7 +760,7 @@ class _Chunk:
         ev = self.local.ev
         lead = self.local.leading
         idx = self.base - 1 - np.arange(len(lead))
-        flags = np.where(ev.kind[lead] == F.EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
+        flags = np.where(ev.kind[lead] == EVENT_EXCEPTION, LEFT, 0).astype(np.uint32)
         st = self.walk.open
         self.lead_idx, self.lead_kept_id = idx, st["kept_id"][idx]
         self.lead_flags = flags | st["flags"][idx]
@@ -793,7 +793,7 @@ class _Chunk:
         local, ev, c = self.local, self.local.ev, self.c
         n = len(ev)
         depth = self.base + local.slot.astype(np.int64)  # a call's stack position, both ends
-        flags = (ev.kind == F.EVENT_EXCEPTION).astype(np.uint32) * np.uint32(LEFT)
+        flags = (ev.kind == EVENT_EXCEPTION).astype(np.uint32) * np.uint32(LEFT)
         duration = np.zeros(n, dtype=np.int64)
         duration[c.end_at] = c.duration[c.closed]
         call = np.empty(n, dtype=np.int64)
@@ -870,7 +870,7 @@ def _edge_rows(n: int, **columns: Any) -> dict[str, np.ndarray]:
                 "seq": np.int64, "detail": np.uint32, "return_detail": np.uint32}
     out = {}
     for name in EDGE_FIELDS:
-        value = columns.get(name, F.NO_DETAIL_SEQ if name in ("detail", "return_detail") else 0)
+        value = columns.get(name, NO_DETAIL_SEQ if name in ("detail", "return_detail") else 0)
         out[name] = np.full(n, value, dtype=defaults[name]) if np.ndim(value) == 0 \
             else np.asarray(value).astype(defaults[name], copy=False)
     return out

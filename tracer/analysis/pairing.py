@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import EVENT_CALL, EVENT_EXCEPTION, EVENT_RETURN, NO_DETAIL_SEQ
 from ada.atf.reader import ThreadReader
 
-CLOSES = (F.EVENT_RETURN, F.EVENT_EXCEPTION)
+CLOSES = (EVENT_RETURN, EVENT_EXCEPTION)
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Events:
     ts: np.ndarray  # uint64
     fid: np.ndarray  # uint64
     kind: np.ndarray  # uint32
-    detail: np.ndarray  # uint32: detail_seq, F.NO_DETAIL_SEQ for none
+    detail: np.ndarray  # uint32: detail_seq, NO_DETAIL_SEQ for none
     depth: np.ndarray  # uint32: the depth the hot path recorded (shown by the events view)
 
     @classmethod
@@ -70,7 +70,7 @@ class Events:
         n = len(ts)
         return cls(np.arange(first_seq, first_seq + n, dtype=np.int64),
                    np.asarray(ts, np.uint64), np.asarray(fid, np.uint64),
-                   np.asarray(kind, np.uint32), np.full(n, F.NO_DETAIL_SEQ, np.uint32),
+                   np.asarray(kind, np.uint32), np.full(n, NO_DETAIL_SEQ, np.uint32),
                    np.zeros(n, np.uint32))
 
     def __len__(self) -> int:
@@ -84,7 +84,7 @@ class Events:
         """Only the CALLs, RETURNs and EXCEPTIONs (an event of another kind neither opens
         nor closes a call)."""
         k = self.kind
-        ok = (k == F.EVENT_CALL) | (k == F.EVENT_RETURN) | (k == F.EVENT_EXCEPTION)
+        ok = (k == EVENT_CALL) | (k == EVENT_RETURN) | (k == EVENT_EXCEPTION)
         return self if ok.all() else self.take(np.flatnonzero(ok))
 
 
@@ -182,8 +182,8 @@ def new_lows(ev: Events) -> tuple[int, np.ndarray]:
         kernel.ada_scan(len(ev), ev.kind.ctypes.data, ev.kind.strides[0], lead.ctypes.data,
                         result.ctypes.data)
         return int(result[1]), lead[:int(result[0])].copy()
-    step = np.where(ev.kind == F.EVENT_CALL, 1,
-                    np.where((ev.kind == F.EVENT_RETURN) | (ev.kind == F.EVENT_EXCEPTION),
+    step = np.where(ev.kind == EVENT_CALL, 1,
+                    np.where((ev.kind == EVENT_RETURN) | (ev.kind == EVENT_EXCEPTION),
                              -1, 0))
     level = np.cumsum(step, dtype=np.int64)
     if not len(level):
@@ -199,7 +199,7 @@ def pair_columns(ev: Events, wants: Wants | None = None) -> Local:
     runs of siblings (see _runs), which give the parents and the children's time without a
     search."""
     n = len(ev)
-    is_call = ev.kind == F.EVENT_CALL
+    is_call = ev.kind == EVENT_CALL
     level = np.cumsum(is_call.view(np.int8), dtype=np.int32)
     level *= 2
     level -= np.arange(1, n + 1, dtype=np.int32)  # calls - closes so far
@@ -515,7 +515,7 @@ def mend(ev: Events, open_fids: list[int]) -> tuple[Events, np.ndarray, np.ndarr
     orphans: list[int] = []
     orphan_depth: list[int] = []
     for i, (k, f) in enumerate(zip(ev.kind.tolist(), ev.fid.tolist())):
-        if k == F.EVENT_CALL:
+        if k == EVENT_CALL:
             stack.append(f)
             keep.append(i)
             continue
@@ -546,7 +546,7 @@ def mend(ev: Events, open_fids: list[int]) -> tuple[Events, np.ndarray, np.ndarr
         out.seq[fake] = -1
         out.ts[fake] = ev.ts[where]
         out.fid[fake] = np.array([f for _, f in inferred], dtype=np.uint64)
-        out.kind[fake] = F.EVENT_EXCEPTION
-        out.detail[fake] = F.NO_DETAIL_SEQ
+        out.kind[fake] = EVENT_EXCEPTION
+        out.detail[fake] = NO_DETAIL_SEQ
         out.depth[fake] = ev.depth[where]
     return out, np.array(orphans, dtype=np.int64), np.array(orphan_depth, dtype=np.int64)

@@ -16,15 +16,15 @@ from typing import Iterator, TextIO
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import NO_DETAIL_SEQ
 from ada.atf.reader import ThreadReader
 
-from . import calls as C
+from .calls import LEFT, NO_CALL, OPEN, Step
 from .arguments import Decoder
 from ..symbols.names import without_parameters
 from .pairing import dense_ids
 from .report import format_duration
-from .selection import label
+from .filters import label
 
 HEADER = "# DURATION     TID     FUNCTION"
 INDENT = "  "
@@ -34,7 +34,7 @@ LINE_FIELDS = ("ts", "function_id", "duration_ns", "flags", "thread", "depth", "
                "leaf", "args", "value", "caller", "detailed")
 
 
-def lines_of(step: C.Step, decoder: Decoder | None = None, callers: bool = False
+def lines_of(step: Step, decoder: Decoder | None = None, callers: bool = False
              ) -> dict[str, np.ndarray]:
     """The lines of a step's edges, as columns, in order: a call without (selected) children
     is one line (its begin), any other an opening (its begin) and a closing line (its end).
@@ -76,15 +76,15 @@ def _detail_texts(lines: dict[str, np.ndarray], detail: np.ndarray, return_detai
     lane = thread.detail
     assert lane is not None
     fids, close, leaf = lines["function_id"], lines["close"], lines["leaf"]
-    begin_rows = np.flatnonzero(~close & (detail != F.NO_DETAIL_SEQ))
+    begin_rows = np.flatnonzero(~close & (detail != NO_DETAIL_SEQ))
     for r, d in zip(begin_rows.tolist(), detail[begin_rows].tolist()):
         event = lane.get(d)
         if event is not None and event.is_function:
             args[r] = decoder.call_text(int(fids[r]), event)
             if callers:
                 caller[r] = decoder.caller(event.lr)
-    ret = np.where(close, detail, np.where(leaf, return_detail, F.NO_DETAIL_SEQ))
-    ret_rows = np.flatnonzero(ret != F.NO_DETAIL_SEQ)
+    ret = np.where(close, detail, np.where(leaf, return_detail, NO_DETAIL_SEQ))
+    ret_rows = np.flatnonzero(ret != NO_DETAIL_SEQ)
     for r, d in zip(ret_rows.tolist(), ret[ret_rows].tolist()):
         event = lane.get(d)
         if event is not None and event.is_function:
@@ -189,8 +189,8 @@ class _Tails:
         close, leaf = block["close"][part], block["leaf"][part]
         kind = close.astype(np.int64) + 2 * leaf
         flags = block["flags"][part] * (close | leaf)  # only a line with a duration has a note
-        note = np.where(flags & C.OPEN, 1, np.where(flags & C.NO_CALL, 2,
-                                                    np.where(flags & C.LEFT, 3, 0)))
+        note = np.where(flags & OPEN, 1, np.where(flags & NO_CALL, 2,
+                                                    np.where(flags & LEFT, 3, 0)))
         head = (numbers[which] * 4 + note) * 3 + kind
         need = (int(depth.max()).bit_length() + 1 if len(depth) else 0,
                 int(thread.max()).bit_length() if len(thread) else 0)
@@ -226,7 +226,7 @@ class _Tails:
         if row is None:
             number, rest = divmod(head, 12)
             note, kind = divmod(rest, 3)
-            flag = (0, C.OPEN, C.NO_CALL, C.LEFT)[note]
+            flag = (0, OPEN, NO_CALL, LEFT)[note]
             text = _rest(label(self.names, self.fids[number]), flag,
                          self.tids.get(thread, thread), depth, kind == 1, kind == 2)
             row = self.row_of[(head, depth, thread)] = len(self.texts)
@@ -338,8 +338,8 @@ def _rest(name: str, flag: int, tid: int, depth: int, is_close: bool, is_leaf: b
 def _note(flags: int) -> str:
     if not flags:
         return ""
-    if flags & C.OPEN:
+    if flags & OPEN:
         return "  /* still running at the end */"
-    if flags & C.NO_CALL:
+    if flags & NO_CALL:
         return "  /* called before the recording */"
     return "  /* left without returning */"

@@ -25,11 +25,11 @@ import duckdb
 from ada.atf.manifest import MANIFEST
 from ada.atf.session import SessionReader
 
-from . import calls as C
+from .calls import Step
 from . import tables
 from .arguments import Decoder
 from .exports import parquet
-from .selection import CallFilter
+from .filters import CallFilter
 
 CACHE = ".ada-cache"
 CACHE_VERSION = 1  # bump when the calls table's rules or the files' columns change
@@ -73,7 +73,7 @@ def fingerprint(session: SessionReader) -> dict[str, Any]:
     return {"version": CACHE_VERSION, "files": seen}
 
 
-def cached_tables(session: SessionReader, seen: Callable[[C.Step], None] = lambda s: None
+def cached_tables(session: SessionReader, seen: Callable[[Step], None] = lambda s: None
                   ) -> Path:
     """The directory holding events.parquet and calls.parquet of the whole session, made
     (or made again) when its fingerprint is not the session's. Written into a temporary
@@ -99,7 +99,7 @@ def cached_tables(session: SessionReader, seen: Callable[[C.Step], None] = lambd
 
 
 def connect(session: SessionReader, decoder: Decoder | None = None,
-            seen: Callable[[C.Step], None] = lambda s: None,
+            seen: Callable[[Step], None] = lambda s: None,
             big: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the views of tables.VIEWS. Without `big`, events and calls
     are there but empty (no cache is made); without a `decoder`, so is args."""

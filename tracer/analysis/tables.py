@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import DETAIL_FUNCTION_CALL
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from .arguments import Decoder
 from ..symbols.names import demangle
-from .selection import CallFilter, function_names, label, module_names
+from .filters import CallFilter, function_names, label, module_names
 
 # view -> (what it holds, its columns); the columns are checked against the views by a test.
 VIEWS: dict[str, tuple[str, list[str]]] = {
@@ -87,7 +87,7 @@ def args(session: SessionReader, selected: list[ThreadReader], decoder: Decoder 
             if not event.is_function:
                 continue
             fid = event.function_id
-            if event.event_type == F.DETAIL_FUNCTION_CALL:
+            if event.event_type == DETAIL_FUNCTION_CALL:
                 values = list(enumerate(decoder.call_values(fid, event)[0], start=1))
             else:
                 value = decoder.return_text(fid, event)

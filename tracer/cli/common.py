@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..analysis.report import parse_duration
-from ..analysis.selection import CallFilter
+from ..analysis.filters import CallFilter
 from ..errors import TracerError
 
 
@@ -146,27 +146,58 @@ def format_duration_ns(ns: int) -> str:
     return f"{ns / 1e9:.6f} s"
 
 
+class LiveLine:
+    """The one progress line of a long command on stderr (`ada trace`'s status, a reading
+    command's progress): rewritten in place on a terminal, at most every `tty_gap_s`; a line
+    of its own at most every `log_gap_s` otherwise (a log); messages go above it."""
+
+    def __init__(self, tty_gap_s: float, log_gap_s: float) -> None:
+        self.tty = sys.stderr.isatty()
+        self.gap_s = tty_gap_s if self.tty else log_gap_s
+        self.shown_at = -float("inf")
+        self.drawn = False
+
+    def due(self, now: float) -> bool:
+        return now - self.shown_at >= self.gap_s
+
+    def show(self, text: str, now: float) -> None:
+        self.shown_at = now
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + text)
+            sys.stderr.flush()
+            self.drawn = True
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.drawn = False
+
+    def say(self, message: str) -> None:
+        self.clear()
+        print(message, file=sys.stderr, flush=True)
+
+
 class Progress:
-    """Progress of long work on stderr: a line rewritten in place on a terminal (at most
-    every half second), a line every 10 s otherwise; nothing for work under 2 s."""
+    """Progress of long reading work (events done of all): nothing for work under 2 s, then
+    a LiveLine every half second on a terminal, every 10 s in a log."""
 
     def __init__(self, what: str, total: int, command: str = "") -> None:
         self.what, self.total, self.done_count = what, total, 0
         self.command = command or what.split()[0]  # who says a thread's problems
-        self.start = self.shown = time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.line = LiveLine(0.5, 10.0)
 
     def __call__(self, count: int) -> None:
         self.done_count += count
         now = time.monotonic()
-        if now - self.start < 2 or now - self.shown < (0.5 if self.tty else 10):
+        if now - self.start < 2 or not self.line.due(now):
             return
-        self.shown = now
         pct = 100.0 * self.done_count / self.total if self.total else 100.0
-        line = (f"{self.what}: {self.done_count / 1e6:,.1f} of {self.total / 1e6:,.1f} M "
-                f"events ({pct:.0f}%)")
-        sys.stderr.write(f"\r{line}" if self.tty else line + "\n")
-        sys.stderr.flush()
+        self.line.show(f"{self.what}: {self.done_count / 1e6:,.1f} of {self.total / 1e6:,.1f} "
+                       f"M events ({pct:.0f}%)", now)
 
     def step(self, step: Any) -> None:
         """A step of the walk of the calls (tracer/analysis/calls.py) was written: its
@@ -175,8 +206,7 @@ class Progress:
         say_problems(self.command, step)
 
     def done(self) -> None:
-        if self.tty and self.shown != self.start:
-            sys.stderr.write("\r\033[K")
+        self.line.clear()
 
 
 VIEWERS = {"perfetto": "https://ui.perfetto.dev/#!/?url={url}",

@@ -14,12 +14,12 @@ from typing import TextIO
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import DETAIL_FUNCTION_CALL, EVENT_KIND_NAMES, INDEX_EVENT, NO_DETAIL_SEQ
 from ada.atf.reader import DetailEvent
 from ada.atf.session import SessionReader
 
 from ..analysis.arguments import Decoder
-from ..analysis import selection as S
+from ..analysis.filters import function_names
 from .common import add_symbols_option, decoder_for, finish_decoder, non_negative_int
 
 INDENT = "  "
@@ -64,8 +64,8 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
          limit: int | None = None, decoder: Decoder | None = None) -> int:
     """Write events in merged order, with the detail lane's records when a `decoder` is
     given; returns how many were written."""
-    names = S.function_names(session)
-    kinds = {k: v for k, v in F.EVENT_KIND_NAMES.items()}
+    names = function_names(session)
+    kinds = {k: v for k, v in EVENT_KIND_NAMES.items()}
     tails: dict[tuple[int, int, int, int, int], str] = {}
     written = 0
     for pos, seqs in session.merged_chunks(start_ns, end_ns, threads):
@@ -73,7 +73,7 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
             pos, seqs = pos[:limit - written], seqs[:limit - written]
         # The chunk's events gathered column by column (one fancy index per thread), so the
         # only work per line is making its text.
-        chunk = np.zeros(len(pos), dtype=F.INDEX_EVENT)
+        chunk = np.zeros(len(pos), dtype=INDEX_EVENT)
         for p in np.unique(pos).tolist():
             mine = pos == p
             chunk[mine] = session.threads[p].index.events[seqs[mine]]
@@ -92,7 +92,7 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
                 if len(tails) > 1 << 20:
                     tails.clear()
             lines.append(f"{ts:>20}{rest}")
-            if decoder and dseq != F.NO_DETAIL_SEQ and session.threads[p].detail is not None:
+            if decoder and dseq != NO_DETAIL_SEQ and session.threads[p].detail is not None:
                 event = session.threads[p].detail.get(dseq)
                 if event is not None and event.is_function:
                     lines.extend(format_detail(event, INDENT * min(depth, 64) + " " * 46,
@@ -107,7 +107,7 @@ def dump(session: SessionReader, out: TextIO, *, start_ns: int | None = None,
 def format_detail(event: DetailEvent, pad: str, decoder: Decoder, fid: int) -> list[str]:
     regs = event.registers
     lines = [pad + "  ".join(f"{k}=0x{v:x}" for k, v in regs.items())]
-    if event.event_type == F.DETAIL_FUNCTION_CALL:
+    if event.event_type == DETAIL_FUNCTION_CALL:
         lines.append(pad + f"args: {decoder.call_text(fid, event)}")
         caller = decoder.caller(event.lr)
         if caller:

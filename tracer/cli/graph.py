@@ -8,9 +8,9 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from ..analysis import calls as C
-from ..analysis import graph as G
-from ..analysis import selection as S
+from ..analysis.calls import PathTable, Plan, made_ahead, worker_pool
+from ..analysis.graph import Paths, graph_lines
+from ..analysis.filters import function_names, label, matching_ids
 from ..analysis.report import format_duration
 from .common import (CliError, add_call_filters, call_filter, keep_freed_memory,
                      non_negative_int, say_problems)
@@ -35,26 +35,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = S.function_names(session)
-    label = lambda fid: S.label(names, fid)  # noqa: E731
+    names = function_names(session)
+    name_of = lambda fid: label(names, fid)  # noqa: E731
     pattern = args.function
-    ids = S.matching_ids(names, [pattern]) if pattern is not None else None
+    ids = matching_ids(names, [pattern]) if pattern is not None else None
     if ids is not None and not len(ids):
         raise CliError(f"{pattern}: no function of the session matches")
-    whole = C.PathTable()
-    tables = [whole] if ids is None else [whole, C.PathTable(roots=ids)]
-    with C.worker_pool() as pool:
-        plan = C.Plan(paths=tables, columns=("duration_ns", "self_ns"))
-        for step in C.made_ahead(call_filter(args).steps(session, plan, pool), pool):
+    whole = PathTable()
+    tables = [whole] if ids is None else [whole, PathTable(roots=ids)]
+    with worker_pool() as pool:
+        plan = Plan(paths=tables, columns=("duration_ns", "self_ns"))
+        for step in made_ahead(call_filter(args).steps(session, plan, pool), pool):
             for table, paths in zip(tables, step.paths):
                 table.add(paths, step.done["duration_ns"].view(np.int64),
                           step.done["self_ns"].view(np.int64))
             say_problems("graph", step)
-    paths = G.Paths.of(whole)
+    paths = Paths.of(whole)
     out = []
     if ids is None:
         out.append("# TOTAL TIME : FUNCTION")
-        out.extend(G.graph_lines(paths, label, format_duration, max_depth=args.depth))
+        out.extend(graph_lines(paths, name_of, format_duration, max_depth=args.depth))
     else:
         wanted = set(ids.tolist())
         ends = [p for p in range(len(paths.up))
@@ -65,13 +65,13 @@ def run(args: argparse.Namespace) -> int:
             out.append(f" backtrace #{i}: hit {int(paths.calls[p])}, time "
                        f"{format_duration(int(paths.total_ns[p]))}")
             for level, q in enumerate(reversed(paths.chain(p))):
-                out.append(f"   [{level}] {label(int(paths.function_id[q]))}")
-        callees = G.Paths.of(tables[1])
+                out.append(f"   [{level}] {name_of(int(paths.function_id[q]))}")
+        callees = Paths.of(tables[1])
         roots = [p for p in range(len(callees.up)) if callees.up[p] < 0]
         out.append("")
         out.append(f"# what {pattern} calls")
         out.append("# TOTAL TIME : FUNCTION")
-        out.extend(G.graph_lines(callees, label, format_duration, roots=roots,
+        out.extend(graph_lines(callees, name_of, format_duration, roots=roots,
                                  max_depth=args.depth))
     sys.stdout.write("\n".join(out) + "\n")
     return 0

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_NAMES, CLOCK_NAMES, OS_NAMES
 from ada.atf.manifest import Manifest
 from ada.atf.reader import DEGRADED, RECOVERED
 from ada.atf.session import SessionReader, process_dirs
@@ -44,9 +44,9 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "path": str(session.path),
         "process": asdict(manifest.process) if session.manifest is not None else None,
         "device": manifest.device or None,
-        "arch": F.ARCH_NAMES.get(first.arch) if first else None,
-        "os": F.OS_NAMES.get(first.os) if first else None,
-        "clock": F.CLOCK_NAMES.get(clock, clock),
+        "arch": ARCH_NAMES.get(first.arch) if first else None,
+        "os": OS_NAMES.get(first.os) if first else None,
+        "clock": CLOCK_NAMES.get(clock, clock),
         "clock_hot_path": manifest.clock_hot_path,
         "time_range": rng,
         "duration_ns": (rng[1] - rng[0]) if rng else 0,

@@ -39,15 +39,15 @@ def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     import duckdb
 
-    from ..analysis import sql as Q
+    from ..analysis.sql import connect, names_view
     from ..analysis.tables import VIEWS
     session = SessionReader(args.session)
-    wants = {view: args.sql is not None and Q.names_view(args.sql, view)
+    wants = {view: args.sql is not None and names_view(args.sql, view)
              for view in ("calls", "events", "args")}
     decoder = decoder_for(session, args) if wants["args"] else None
     progress = Progress("query: making the calls and events files (once per session)",
                         session.event_count(), command="query")
-    con = Q.connect(session, decoder=decoder, seen=progress.step,
+    con = connect(session, decoder=decoder, seen=progress.step,
                     big=wants["calls"] or wants["events"] or args.sql is None)
     progress.done()
     if decoder is not None:

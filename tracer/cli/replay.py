@@ -10,9 +10,9 @@ from typing import Iterator
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from ..analysis import calls as C
-from ..analysis import replay as P
-from ..analysis import selection as S
+from ..analysis.calls import CHUNK_EVENTS, Plan, may_begin_inside_calls, thread_steps, worker_pool
+from ..analysis.replay import lines_of, merged_lines, write_replay
+from ..analysis.filters import function_names
 from .common import (add_call_filters, add_symbols_option, call_filter, decoder_for,
                      finish_decoder, keep_freed_memory, say_problems)
 
@@ -40,27 +40,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = S.function_names(session)
+    names = function_names(session)
     selection = call_filter(args)
     decoder = decoder_for(session, args)
     threads = selection.threads(session)
     # Every thread's walk is under way at once (their lines are merged by time): with more
     # threads, smaller chunks and less ahead, so memory does not grow with them.
     many = max(1, len(threads) // 2)
-    plan = C.Plan(filters=selection.filters(session), edges=True, leaves=True, done=False,
-                  chunk_events=max(C.CHUNK_EVENTS // many, 1 << 14))
+    plan = Plan(filters=selection.filters(session), edges=True, leaves=True, done=False,
+                  chunk_events=max(CHUNK_EVENTS // many, 1 << 14))
 
     def blocks(thread: ThreadReader, pool: ThreadPoolExecutor) -> Iterator[dict]:
-        for step in C.thread_steps(thread, plan, pool, ahead_by=2 if many == 1 else 1,
-                                   inside=C.may_begin_inside_calls(session, thread)):
+        for step in thread_steps(thread, plan, pool, ahead_by=2 if many == 1 else 1,
+                                   inside=may_begin_inside_calls(session, thread)):
             say_problems("replay", step)
-            yield P.lines_of(step, decoder, args.callers)
+            yield lines_of(step, decoder, args.callers)
 
     # Thread by thread, chunk by chunk, the lines merged by time as they come; the next chunks
     # of each thread are paired by other cores while this one writes text.
-    with C.worker_pool() as pool:
-        merged = P.merged_lines([blocks(t, pool) for t in threads])
+    with worker_pool() as pool:
+        merged = merged_lines([blocks(t, pool) for t in threads])
         tids = {t.id: t.thread_id for t in session.threads}
-        P.write_replay(merged, tids, names, sys.stdout, relative=bool(args.filter))
+        write_replay(merged, tids, names, sys.stdout, relative=bool(args.filter))
     finish_decoder(decoder)
     return 0

@@ -16,10 +16,11 @@ import numpy as np
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from ..analysis import calls as C
-from ..analysis import report as R
-from ..analysis import selection as S
-from ..analysis.selection import CallFilter
+from ..analysis.calls import Plan, pipelined, worker_pool
+from ..analysis.report import (COLUMNS, SORT_KEYS, format_duration, merge_stats, sort_stats,
+                               step_stats)
+from ..analysis.filters import function_names, label, module_names
+from ..analysis.filters import CallFilter
 from .common import (add_call_filters, call_filter, keep_freed_memory, non_negative_int,
                      say_problems)
 
@@ -33,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="example:\n  ada report ada_traces/session_*/pid_1234 --sort self --limit 20",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
-    p.add_argument("-s", "--sort", choices=R.SORT_KEYS, default="total",
+    p.add_argument("-s", "--sort", choices=SORT_KEYS, default="total",
                    help="order of the rows (default total; largest first, name A-Z)")
     p.add_argument("--limit", type=non_negative_int, metavar="N", help="only the first N rows")
     add_call_filters(p)
@@ -48,18 +49,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     session = SessionReader(args.session)
-    names = S.function_names(session)
-    modules = S.module_names(session)
+    names = function_names(session)
+    modules = module_names(session)
     per_thread = stats_by_thread(session, call_filter(args))
     if args.diff:
         other = SessionReader(args.diff)
-        other_stats = R.merge_stats([st for _, st in stats_by_thread(other, call_filter(args))])
-        return print_diff(R.merge_stats([st for _, st in per_thread]), names, other_stats,
-                          S.function_names(other), args)
+        other_stats = merge_stats([st for _, st in stats_by_thread(other, call_filter(args))])
+        return print_diff(merge_stats([st for _, st in per_thread]), names, other_stats,
+                          function_names(other), args)
     if args.threads:
         tables = [(t, st) for t, st in per_thread if len(st)]
     else:
-        tables = [(None, R.merge_stats([st for _, st in per_thread]))]
+        tables = [(None, merge_stats([st for _, st in per_thread]))]
     if args.json:
         out: dict[str, Any] = {"path": str(session.path)}
         rows = [{"thread": t.id if t else None, "tid": t.thread_id if t else None,
@@ -84,23 +85,23 @@ def stats_by_thread(session: SessionReader, selection: CallFilter
     """Each selected thread with its function statistics (counted chunk by chunk on every
     core, merged)."""
     parts: dict[int, tuple[ThreadReader, list[np.ndarray]]] = {}
-    with C.worker_pool() as pool:
-        steps = selection.steps(session, C.Plan(nested=True, columns=R.COLUMNS, stats=True),
+    with worker_pool() as pool:
+        steps = selection.steps(session, Plan(nested=True, columns=COLUMNS, stats=True),
                                 pool)
-        for step, stats in C.pipelined(steps, lambda s: (s, R.step_stats(s)), pool):
+        for step, stats in pipelined(steps, lambda s: (s, step_stats(s)), pool):
             parts.setdefault(step.thread.id, (step.thread, []))[1].append(stats)
             say_problems("report", step)
-    return [(t, R.merge_stats(p)) for t, p in parts.values()]
+    return [(t, merge_stats(p)) for t, p in parts.values()]
 
 
 def ordered(stats: np.ndarray, args: argparse.Namespace, names: dict[int, str]) -> np.ndarray:
-    stats = R.sort_stats(stats, args.sort, names)
+    stats = sort_stats(stats, args.sort, names)
     return stats[:args.limit] if args.limit is not None else stats
 
 
 def rows_json(stats: np.ndarray, names: dict[int, str],
               modules: dict[int, str]) -> list[dict[str, Any]]:
-    return [{"name": S.label(names, int(s["function_id"])),
+    return [{"name": label(names, int(s["function_id"])),
              "function_id": f"0x{int(s['function_id']):016x}",
              "module": modules.get(int(s["function_id"]) >> 32),
              "calls": int(s["calls"]), "total_ns": int(s["total_ns"]),
@@ -110,7 +111,7 @@ def rows_json(stats: np.ndarray, names: dict[int, str],
 
 
 def print_table(stats: np.ndarray, names: dict[int, str]) -> None:
-    d = R.format_duration
+    d = format_duration
     lines = [f"{'Total time':>12} {'Self time':>12} {'Calls':>10} {'Avg':>12} {'Min':>12} "
              f"{'Max':>12}  Function",
              f"{'=' * 12} {'=' * 12} {'=' * 10} {'=' * 12} {'=' * 12} {'=' * 12}  {'=' * 20}"]
@@ -118,7 +119,7 @@ def print_table(stats: np.ndarray, names: dict[int, str]) -> None:
         calls = int(s["calls"])
         lines.append(f"{d(int(s['total_ns'])):>12} {d(int(s['self_ns'])):>12} {calls:>10} "
                      f"{d(int(s['total_ns']) // max(calls, 1)):>12} {d(int(s['min_ns'])):>12} "
-                     f"{d(int(s['max_ns'])):>12}  {S.label(names, int(s['function_id']))}")
+                     f"{d(int(s['max_ns'])):>12}  {label(names, int(s['function_id']))}")
     if len(stats) == 0:
         lines.append("(no calls)")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -146,8 +147,8 @@ def print_diff(stats: np.ndarray, names: dict[int, str], other: np.ndarray,
                other_names: dict[int, str], args: argparse.Namespace) -> int:
     """Functions matched by name: every figure of the table here (base) and in OTHER, and
     the change, absolute and percent; the largest change of the --sort figure first."""
-    here = {S.label(names, int(s["function_id"])): s for s in stats}
-    there = {S.label(other_names, int(s["function_id"])): s for s in other}
+    here = {label(names, int(s["function_id"])): s for s in stats}
+    there = {label(other_names, int(s["function_id"])): s for s in other}
     rows = []
     for name in sorted(set(here) | set(there)):
         a, b = figures(here.get(name)), figures(there.get(name))
@@ -165,7 +166,7 @@ def print_diff(stats: np.ndarray, names: dict[int, str], other: np.ndarray,
                                  for n, x, y, fig in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    d = R.format_duration
+    d = format_duration
 
     def signed(ns: int) -> str:
         return ("-" if ns < 0 else "+") + d(abs(ns))

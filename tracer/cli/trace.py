@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from .common import CliError, number
+from .common import CliError, LiveLine, number
 
 if TYPE_CHECKING:
     from ..record.options import Target, TraceOptions
@@ -238,29 +238,21 @@ def _enter_triggers(recording: Recording) -> None:
 
 
 class StatusLine:
-    """Progress on stderr: rewritten in place on a terminal, a line every few seconds otherwise."""
+    """The recording's figures on a LiveLine (each update on a terminal, every 5 s in a log),
+    its messages above it, and the summary at the end."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.tty = sys.stderr.isatty()
+        self.line = LiveLine(0.0, 5.0)
         self._last_events = 0
         self._last_t = 0.0
-        self._last_print = -10.0
-        self._drawn = False
-
-    def _clear(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\r\x1b[K")
-            self._drawn = False
 
     def info(self, message: str) -> None:
         if self.enabled:
-            self._clear()
-            print(f"ada: {message}", file=sys.stderr, flush=True)
+            self.line.say(f"ada: {message}")
 
     def warn(self, message: str) -> None:
-        self._clear()
-        print(f"ada: warning: {message}", file=sys.stderr, flush=True)
+        self.line.say(f"ada: warning: {message}")
 
     def _line(self, p: Progress) -> str:
         dt = p.elapsed_s - self._last_t
@@ -283,20 +275,13 @@ class StatusLine:
         return line
 
     def update(self, p: Progress) -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + self._line(p))
-            sys.stderr.flush()
-            self._drawn = True
-        elif p.elapsed_s - self._last_print >= 5.0:
-            self._last_print = p.elapsed_s
-            print(self._line(p), file=sys.stderr, flush=True)
+        if self.enabled and self.line.due(p.elapsed_s):
+            self.line.show(self._line(p), p.elapsed_s)
 
     def done(self, p: Progress) -> None:
         if not self.enabled:
             return
-        self._clear()
+        self.line.clear()
         extra = ""
         if p.windows or p.truncated_ns:
             extra = f", {p.windows} detail window(s)"

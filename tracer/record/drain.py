@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import REVISION_1, detail_event_header_dtype
 from ada.atf.records import Walk, gather, scatter, walk_records
 from ada.atf.writer import SessionWriter, ThreadWriter
 
@@ -38,7 +38,7 @@ from .detail_sinks import DetailSink
 from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 
 IDLE_SLEEP_S = 0.0005
-DETAIL_TIMESTAMP = F.detail_event_header_dtype(F.REVISION_1).fields["timestamp"][1]
+DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
 
 @dataclass

@@ -11,7 +11,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_NAMES, CLOCK_NAMES, OS_NAMES, REVISION_1
 
 from .. import __version__
 from .options import Target, TraceOptions
@@ -55,13 +55,13 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
     main = facts.agent.get("mainModule", {})
     sink = sink or {}
     return {
-        "format": {"name": "ATF", "version": 2, "revision": F.REVISION_1},
+        "format": {"name": "ATF", "version": 2, "revision": REVISION_1},
         "tool": {"name": "ada", "version": __version__, "frida": facts.frida_version},
         "session": {"started_at": facts.started_at.isoformat(timespec="seconds"),
                     "ended_at": facts.ended_at.isoformat(timespec="seconds"),
                     "duration_s": round((facts.ended_at - facts.started_at).total_seconds(), 3)},
         "process": {"pid": facts.pid, "name": main.get("name"), "path": main.get("path"),
-                    "arch": F.ARCH_NAMES.get(facts.arch), "os": F.OS_NAMES.get(facts.os_id),
+                    "arch": ARCH_NAMES.get(facts.arch), "os": OS_NAMES.get(facts.os_id),
                     "platform": facts.agent.get("platform"), "spawned": facts.spawned,
                     "argv": facts.target.value if facts.spawned else None,
                     "parent_pid": facts.parent_pid, "origin": facts.origin,
@@ -69,7 +69,7 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "device": facts.device,
         "transport": {"kind": facts.transport, **(transport or {})},
         "clock_type": facts.clock_type,
-        "clock": F.CLOCK_NAMES.get(facts.clock_type),
+        "clock": CLOCK_NAMES.get(facts.clock_type),
         "clock_source": drain["clock"],
         "clock_anchors": facts.clock_anchors or [],
         "hot_path": {"toolchain": facts.agent.get("toolchain"),

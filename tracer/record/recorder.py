@@ -20,7 +20,7 @@ from typing import Any, Callable
 import frida
 
 from ada.atf import AtfError
-from ada.atf import format as F
+from ada.atf.format import OS_ANDROID, OS_IOS, OS_LINUX, OS_MACOS
 
 from ..errors import TracerError
 from ..symbols.modules import string_slots
@@ -488,5 +488,5 @@ def _os_code(device: frida.core.Device, agent_info: dict[str, Any]) -> int:
     except FRIDA_ERRORS:
         os_id = None
     if agent_info["platform"] == "darwin":
-        return F.OS_IOS if os_id == "ios" else F.OS_MACOS
-    return F.OS_ANDROID if os_id == "android" else F.OS_LINUX
+        return OS_IOS if os_id == "ios" else OS_MACOS
+    return OS_ANDROID if os_id == "android" else OS_LINUX

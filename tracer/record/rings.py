@@ -27,19 +27,15 @@ from typing import Callable
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import (DETAIL_EVENT_HEADER_SIZE, INDEX_EVENT, INDEX_EVENT_SIZE,
+                            packed_dtype)
 from ada.atf.records import walk_records
 
 from ..errors import TracerError
 
 
-def _struct(size: int, fields: list[tuple[str, str, int]]) -> np.dtype:
-    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
-                     "offsets": [f[2] for f in fields], "itemsize": size})
-
-
 # RegionHeader (agent/ada_hooks.c): the fields the host or the agent's JavaScript touch.
-REGION_HEADER = _struct(200, [
+REGION_HEADER = packed_dtype([
     ("max_threads", "<u4", 12), ("index_capacity", "<u4", 16), ("detail_capacity", "<u4", 20),
     ("registered", "<u4", 24), ("overflow_threads", "<u4", 28), ("overflow_events", "<u8", 32),
     ("policy", "<u4", 40), ("stop", "<u4", 44), ("heartbeat_ns", "<u8", 48),
@@ -51,16 +47,16 @@ REGION_HEADER = _struct(200, [
     ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160),
     ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
     ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
-    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192)])
+    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192)], 200)
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
-SLOT_CONTROL = _struct(256, [
+SLOT_CONTROL = packed_dtype([
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
     ("head", "<u8", 64), ("drops", "<u8", 72), ("waits", "<u8", 80), ("wait_ns", "<u8", 88),
     ("tail", "<u8", 128), ("detail_tail", "<u8", 136), ("claims", "<u4", 192),
-    ("releases", "<u4", 196), ("generation", "<u4", 200)])
+    ("releases", "<u4", 196), ("generation", "<u4", 200)], 256)
 # TriggerEntry: {u64 timestamp_ns, u64 function_id, u32 tid, u32 commit, u64 reserved}
-TRIGGER_ENTRY = _struct(32, [("timestamp_ns", "<u8", 0), ("function_id", "<u8", 8),
-                             ("tid", "<u4", 16), ("commit", "<u4", 20)])
+TRIGGER_ENTRY = packed_dtype([("timestamp_ns", "<u8", 0), ("function_id", "<u8", 8),
+                             ("tid", "<u4", 16), ("commit", "<u4", 20)], 32)
 SLOTS_OFFSET = 4096  # SlotControl[max_threads] follows the header page
 TRIGGERS_OFFSET, TRIGGER_SLOTS = 1024, 64  # TriggerEntry[64], in the header page
 SLOT_SIZE = SLOT_CONTROL.itemsize
@@ -80,7 +76,7 @@ def _layout() -> dict[str, int]:
            "const.policy_wait": POLICY_WAIT, "const.policy_drop": POLICY_DROP}
     out.update({f"const.detail_{mode}": code for mode, code in DETAIL_MODE_CODES.items()})
     for struct, dtype in (("header", REGION_HEADER), ("slot", SLOT_CONTROL),
-                          ("trigger", TRIGGER_ENTRY), ("event", F.INDEX_EVENT)):
+                          ("trigger", TRIGGER_ENTRY), ("event", INDEX_EVENT)):
         out[f"sizeof.{struct}"] = dtype.itemsize
         out.update({f"{struct}.{name}": dtype.fields[name][1] for name in dtype.names})
     return out
@@ -108,7 +104,7 @@ class RegionGeometry:
     @property
     def detail_rings_offset(self) -> int:
         return _page_align(self.index_rings_offset
-                           + self.max_threads * self.index_capacity * F.INDEX_EVENT_SIZE)
+                           + self.max_threads * self.index_capacity * INDEX_EVENT_SIZE)
 
     @property
     def size(self) -> int:
@@ -147,7 +143,7 @@ class SharedRegion:
         base = shm_directory()
         # Room for the controls and one thread's rings at least, or the start is refused.
         controls = geometry.index_rings_offset
-        one_thread = (geometry.index_capacity * F.INDEX_EVENT_SIZE + geometry.detail_capacity)
+        one_thread = (geometry.index_capacity * INDEX_EVENT_SIZE + geometry.detail_capacity)
         free = _free_bytes(base)
         if free is not None and free < controls + one_thread:
             raise RegionSpaceError(
@@ -216,7 +212,7 @@ class RingReader:
         self._slot64 = slots.view("<u8").reshape(n, SLOT_SIZE // 8)
         self._slot32 = slots.view("<u4").reshape(n, SLOT_SIZE // 4)
         self._events = buf[geometry.index_rings_offset:geometry.detail_rings_offset].view(
-            F.INDEX_EVENT)[:n * geometry.index_capacity].reshape(n, geometry.index_capacity)
+            INDEX_EVENT)[:n * geometry.index_capacity].reshape(n, geometry.index_capacity)
         self._triggers = buf[TRIGGERS_OFFSET:TRIGGERS_OFFSET
                              + TRIGGER_SLOTS * TRIGGER_ENTRY.itemsize].view(TRIGGER_ENTRY)
         self._trigger_tail = 0
@@ -315,7 +311,7 @@ class RingReader:
         cut = walk_records(first, 0, len(first)).end
         if cut == len(first):
             return [first, second]
-        head = np.concatenate((first[cut:], second[:F.DETAIL_EVENT_HEADER_SIZE]))
+        head = np.concatenate((first[cut:], second[:DETAIL_EVENT_HEADER_SIZE]))
         length = int(head[:4].view("<u4")[0])
         rest = length - (len(first) - cut)
         if not 0 < rest <= len(second):

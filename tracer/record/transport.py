@@ -20,7 +20,7 @@ from typing import Any
 import frida
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import INDEX_EVENT_SIZE
 
 from ..errors import TracerError
 from .frida_errors import FRIDA_ERRORS, describe_frida_error
@@ -121,7 +121,7 @@ class RpcMirror:
         for seg in segments.tolist():
             slot, lane, start, length, offset = seg
             if lane == 0:
-                size = self.g.index_capacity * F.INDEX_EVENT_SIZE
+                size = self.g.index_capacity * INDEX_EVENT_SIZE
                 base = self.g.index_rings_offset + slot * size
             else:
                 size = self.g.detail_capacity

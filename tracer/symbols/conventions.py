@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 
 from .debuginfo import Function, Type
 
-GPRS = {F.ARCH_X86_64: 6, F.ARCH_ARM64: 8}
-RESULT_SLOTS = {F.ARCH_X86_64: (6, 2), F.ARCH_ARM64: (0, 1)}  # rax, rdx / x0, x1
-STACK_ARGS_AT = {F.ARCH_X86_64: 8, F.ARCH_ARM64: 0}  # past the return address on x86_64
+GPRS = {ARCH_X86_64: 6, ARCH_ARM64: 8}
+RESULT_SLOTS = {ARCH_X86_64: (6, 2), ARCH_ARM64: (0, 1)}  # rax, rdx / x0, x1
+STACK_ARGS_AT = {ARCH_X86_64: 8, ARCH_ARM64: 0}  # past the return address on x86_64
 
 
 def quote(data: bytes, truncated: bool) -> str:
@@ -71,7 +71,7 @@ class Convention:
         by_reference)) in integer registers, ("stack", (offset, size)) in the stack window
         (offset from sp at entry)."""
         gprs = GPRS.get(self.arch, 6)
-        used = 1 if self._in_memory(fn.returns) and self.arch == F.ARCH_X86_64 else 0
+        used = 1 if self._in_memory(fn.returns) and self.arch == ARCH_X86_64 else 0
         offset = STACK_ARGS_AT.get(self.arch, 0)
         out: list[tuple[str, Any]] = []
         for p in fn.params:
@@ -85,7 +85,7 @@ class Convention:
             words, by_reference = 1, False
             if t.kind == "struct":
                 if t.size > 16:
-                    if self.arch == F.ARCH_ARM64:
+                    if self.arch == ARCH_ARM64:
                         by_reference = True  # a pointer to a copy, in a register
                     else:
                         words = 0  # a copy on the stack
@@ -97,7 +97,7 @@ class Convention:
                 out.append(("regs", (used, words, by_reference)))
                 used += words
                 continue
-            if words and self.arch == F.ARCH_ARM64:
+            if words and self.arch == ARCH_ARM64:
                 used = gprs  # AAPCS64: once one is on the stack, the rest follow
             if self.apple and words == 1 and t.kind != "struct":
                 size = align = max(1, min(t.size, 8))  # packed by natural alignment

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 
 from .conventions import Convention
 from .debuginfo import ModuleDebug
@@ -42,8 +42,8 @@ def string_slots(functions: list[dict[str, Any]], arch: str,
     the agent finds them (modulePath, moduleBase, address, functionId); a module's file is
     looked for by name in `symbols` first (a phone's libraries copied to this machine), then
     at its path. Functions without debug information are left out."""
-    convention = Convention({"x64": F.ARCH_X86_64, "x86_64": F.ARCH_X86_64,
-                             "arm64": F.ARCH_ARM64}.get(arch, F.ARCH_X86_64))
+    convention = Convention({"x64": ARCH_X86_64, "x86_64": ARCH_X86_64,
+                             "arm64": ARCH_ARM64}.get(arch, ARCH_X86_64))
     modules: dict[str, ModuleDebug | None] = {}
     out = {}
     for f in functions:

@@ -15,12 +15,12 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from .. import calls as C
-from ..selection import CallFilter, function_names, label, process_of
+from ..calls import ORPHAN, Plan, Step, pipelined, worker_pool
+from ..filters import CallFilter, function_names, label, process_of
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          seen: Callable[[C.Step], None] = lambda step: None) -> int:
+          seen: Callable[[Step], None] = lambda step: None) -> int:
     """The selected calls as Chrome JSON; returns how many events were written."""
     names = function_names(session)
     pid, process_name = process_of(session)
@@ -30,11 +30,11 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
                           "args": {"name": process_name}}))
     count, named = 0, set()
 
-    def text_of(step: C.Step) -> tuple[C.Step, str, int]:
+    def text_of(step: Step) -> tuple[Step, str, int]:
         """The step's complete events as JSON text (made on a worker while this thread
         walks on)."""
         tid, calls = step.thread.thread_id, step.done
-        calls = calls[(calls["flags"] & C.ORPHAN) == 0]  # they cannot nest
+        calls = calls[(calls["flags"] & ORPHAN) == 0]  # they cannot nest
         if not len(calls):
             return step, "", 0
         distinct, which = np.unique(calls["function_id"], return_inverse=True)
@@ -48,10 +48,10 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
         return step, "".join(f'{head}{n}, "ts": {s / 1000:.3f}, "dur": {d / 1000:.3f}}}'
                              for n, s, d in zip(name.tolist(), start, duration)), len(calls)
 
-    with C.worker_pool() as pool:
-        steps = selection.steps(session, C.Plan(columns=(
+    with worker_pool() as pool:
+        steps = selection.steps(session, Plan(columns=(
             "function_id", "start_ns", "duration_ns", "flags")), pool)
-        for step, text, n in C.pipelined(steps, text_of, pool):
+        for step, text, n in pipelined(steps, text_of, pool):
             tid = step.thread.thread_id
             if tid not in named:
                 named.add(tid)

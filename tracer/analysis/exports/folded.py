@@ -15,19 +15,19 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from .. import calls as C
+from ..calls import PathTable, Plan, Step, made_ahead, worker_pool
 from ..graph import Paths
-from ..selection import CallFilter, function_names, label
+from ..filters import CallFilter, function_names, label
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          seen: Callable[[C.Step], None] = lambda step: None) -> int:
+          seen: Callable[[Step], None] = lambda step: None) -> int:
     """Returns how many stacks were written."""
     names = function_names(session)
-    table = C.PathTable()
-    with C.worker_pool() as pool:
-        plan = C.Plan(paths=[table], columns=("duration_ns", "self_ns"))
-        for step in C.made_ahead(selection.steps(session, plan, pool), pool):
+    table = PathTable()
+    with worker_pool() as pool:
+        plan = Plan(paths=[table], columns=("duration_ns", "self_ns"))
+        for step in made_ahead(selection.steps(session, plan, pool), pool):
             table.add(step.paths[0], step.done["duration_ns"].view(np.int64),
                       step.done["self_ns"].view(np.int64))
             seen(step)

@@ -17,15 +17,15 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import EVENT_KIND_NAMES, NO_DETAIL_SEQ
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from .. import calls as C
+from ..calls import Calls, LEFT, NO_CALL, OPEN, Plan, Step, pipelined, worker_pool
 from .. import tables
 from ..arguments import Decoder
 from ..pairing import Events
-from ..selection import CallFilter
+from ..filters import CallFilter
 from .parquet_file import (Chunk, Column, ColumnData, Consecutive, Constant, Dictionary,
                            ParquetWriter, Values, encode)
 
@@ -49,11 +49,11 @@ SCHEMAS: dict[str, list[Column]] = {
              Column("position", "i32", True), Column("arg", "str", True),
              Column("value", "str", True)],
 }
-KIND_NAMES = [F.EVENT_KIND_NAMES[k] for k in range(1, max(F.EVENT_KIND_NAMES) + 1)]  # kind - 1
+KIND_NAMES = [EVENT_KIND_NAMES[k] for k in range(1, max(EVENT_KIND_NAMES) + 1)]  # kind - 1
 
 
 def write(session: SessionReader, selection: CallFilter, directory: Path,
-          seen: Callable[[C.Step], None] = lambda step: None,
+          seen: Callable[[Step], None] = lambda step: None,
           decoder: Decoder | None = None) -> int:
     """events.parquet, calls.parquet, functions.parquet, threads.parquet and args.parquet in
     `directory` (made if missing; files of an earlier export replaced); returns how many
@@ -90,7 +90,7 @@ class Names:
 
 
 def write_big(session: SessionReader, selection: CallFilter, directory: Path,
-              seen: Callable[[C.Step], None] = lambda step: None,
+              seen: Callable[[Step], None] = lambda step: None,
               functions: dict[str, np.ndarray] | None = None) -> int:
     """events.parquet and calls.parquet at once, a row group of each per step of the walk:
     a chunk's index records are read once, for both; its row groups are encoded by a worker
@@ -101,8 +101,8 @@ def write_big(session: SessionReader, selection: CallFilter, directory: Path,
     offset, thread, rows = 0, None, 0
     with ParquetWriter(str(directory / "events.parquet"), SCHEMAS["events"]) as events_out, \
             ParquetWriter(str(directory / "calls.parquet"), SCHEMAS["calls"]) as calls_out, \
-            C.worker_pool() as pool:
-        def numbered(steps: Iterator[C.Step]) -> Iterator[tuple[C.Step, int]]:
+            worker_pool() as pool:
+        def numbered(steps: Iterator[Step]) -> Iterator[tuple[Step, int]]:
             nonlocal offset, thread, rows
             for step in steps:
                 if step.thread is not thread:
@@ -110,7 +110,7 @@ def write_big(session: SessionReader, selection: CallFilter, directory: Path,
                 rows = step.numbered  # known without making the calls: a worker makes them
                 yield step, offset
 
-        def encode_step(item: tuple[C.Step, int]) -> tuple[C.Step, list[Chunk], list[Chunk]]:
+        def encode_step(item: tuple[Step, int]) -> tuple[Step, list[Chunk], list[Chunk]]:
             step, first = item
             t = step.thread
             lo, hi = tables.event_window(t, selection)
@@ -119,8 +119,8 @@ def write_big(session: SessionReader, selection: CallFilter, directory: Path,
                 if lo < hi else []
             return step, events, _calls(t, step.done, first, names)
 
-        steps = selection.steps(session, C.Plan(), pool)
-        for step, events, calls in C.pipelined(numbered(steps), encode_step, pool):
+        steps = selection.steps(session, Plan(), pool)
+        for step, events, calls in pipelined(numbered(steps), encode_step, pool):
             if events:
                 events_out.write(events)
             if calls:
@@ -142,11 +142,11 @@ def _events(thread: ThreadReader, first: int, ev: Events, lo: int, hi: int, name
         Values(np.ascontiguousarray(ev.ts[lo:hi])), fid, name,
         Dictionary(kind, KIND_NAMES, None if kind_known.all() else kind_known),
         Values(np.ascontiguousarray(ev.depth[lo:hi])),
-        Values(detail, detail != F.NO_DETAIL_SEQ)]
+        Values(detail, detail != NO_DETAIL_SEQ)]
     return [encode(c, d) for c, d in zip(SCHEMAS["events"], data)]
 
 
-def _calls(thread: ThreadReader, calls: C.Calls, first: int, names: Names) -> list[Chunk]:
+def _calls(thread: ThreadReader, calls: Calls, first: int, names: Names) -> list[Chunk]:
     """The row group of a step's calls; `call` and `parent` after `first` others."""
     n = len(calls)
     if not n:
@@ -161,8 +161,8 @@ def _calls(thread: ThreadReader, calls: C.Calls, first: int, names: Names) -> li
         Values(parent + first, parent >= 0),
         Values(calls["call_seq"], calls["call_seq"] >= 0),
         Values(calls["return_seq"], calls["return_seq"] >= 0),
-        Values((flags & C.OPEN) != 0), Values((flags & C.NO_CALL) != 0),
-        Values((flags & C.LEFT) != 0)]
+        Values((flags & OPEN) != 0), Values((flags & NO_CALL) != 0),
+        Values((flags & LEFT) != 0)]
     return [encode(c, d) for c, d in zip(SCHEMAS["calls"], data)]
 
 

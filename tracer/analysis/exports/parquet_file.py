@@ -25,10 +25,11 @@ from typing import BinaryIO, Sequence
 import numpy as np
 import zstandard
 
+from ... import __version__
 from .protobuf import varint
 
 MAGIC = b"PAR1"
-CREATED_BY = "ada version 0.1.0"
+CREATED_BY = f"ada version {__version__}"
 
 # parquet.thrift enums
 BOOLEAN, INT32, INT64, BYTE_ARRAY = 0, 1, 2, 6

@@ -16,15 +16,15 @@ from typing import BinaryIO, Callable
 
 import numpy as np
 
-from ada.atf import format as F
+from ada.atf.format import NO_DETAIL_SEQ
 from ada.atf.manifest import Trigger, Window
 from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
-from .. import calls as C
+from ..calls import Plan, Step, pipelined, worker_pool
 from ..arguments import Decoder
 from ..pairing import dense_ids
-from ..selection import CallFilter, function_names, label, process_of
+from ..filters import CallFilter, function_names, label, process_of
 from . import protobuf as pb
 
 # TracePacket fields
@@ -50,7 +50,7 @@ def annotation(name: str, text: str) -> bytes:
 
 
 def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
-          seen: Callable[[C.Step], None] = lambda step: None,
+          seen: Callable[[Step], None] = lambda step: None,
           decoder: Decoder | None = None) -> int:
     """The selected calls as a Perfetto trace; returns how many slices were written.
     `decoder` names the arguments (debug information; arguments.py); `seen` is called with
@@ -71,9 +71,9 @@ def write(session: SessionReader, selection: CallFilter, out: BinaryIO,
         out.write(_recorder_track(manifest.triggers, manifest.windows))
     known = np.array(sorted(names), dtype=np.uint64)
     current, interned, slices = None, set(), 0
-    with C.worker_pool() as pool:
-        steps = selection.steps(session, C.Plan(edges=True, done=False), pool)
-        for step, (named, packets, n) in C.pipelined(
+    with worker_pool() as pool:
+        steps = selection.steps(session, Plan(edges=True, done=False), pool)
+        for step, (named, packets, n) in pipelined(
                 steps, lambda st: (st, _step_packets(st, known, decoder)), pool):
             thread = step.thread
             if thread is not current:
@@ -114,7 +114,7 @@ def _thread_start(thread: ThreadReader, pid: int) -> bytes:
                pb.message(DEFAULTS, pb.uint(58, CLOCK_BOOTTIME), pb.message(11, pb.uint(11, uuid))))
 
 
-def _step_packets(step: C.Step, known: np.ndarray, decoder: Decoder
+def _step_packets(step: Step, known: np.ndarray, decoder: Decoder
                   ) -> tuple[list[tuple[int, int]], np.ndarray, int]:
     """(the step's distinct function_ids with their name ids, its begin and end packets,
     how many calls began)."""
@@ -127,7 +127,7 @@ def _step_packets(step: C.Step, known: np.ndarray, decoder: Decoder
     blobs: dict[int, bytes] = {}
     lane = step.thread.detail
     if lane is not None:
-        with_detail = np.flatnonzero(e["detail"] != F.NO_DETAIL_SEQ)
+        with_detail = np.flatnonzero(e["detail"] != NO_DETAIL_SEQ)
         for r, d in zip(with_detail.tolist(), e["detail"][with_detail].tolist()):
             event = lane.get(d)
             if event is None or not event.is_function:

@@ -12,14 +12,14 @@ import numpy as np
 
 from ada.atf.session import SessionReader
 
-from .. import calls as C
-from ..selection import CallFilter, function_names, label, process_of
+from ..calls import Plan, Step, worker_pool
+from ..filters import CallFilter, function_names, label, process_of
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
 def write(session: SessionReader, selection: CallFilter, out: TextIO,
-          seen: Callable[[C.Step], None] = lambda step: None) -> int:
+          seen: Callable[[Step], None] = lambda step: None) -> int:
     """Returns how many calls were written. The frames go last (they are known once every
     chunk is read), which speedscope's JSON reader does not mind."""
     names = function_names(session)
@@ -33,8 +33,8 @@ def write(session: SessionReader, selection: CallFilter, out: TextIO,
     def close_profile() -> None:
         out.write(f'], "startValue": {ends[0] or 0}, "endValue": {ends[1] or 0}}}')
 
-    with C.worker_pool() as pool:
-        for step in selection.steps(session, C.Plan(edges=True, done=False), pool):
+    with worker_pool() as pool:
+        for step in selection.steps(session, Plan(edges=True, done=False), pool):
             thread, e = step.thread, step.edges
             assert e is not None
             if thread is not current:

@@ -25,7 +25,7 @@ from ada.atf.reader import ThreadReader
 from ada.atf.session import SessionReader
 
 from ..errors import TracerError
-from . import calls as C
+from .calls import Filters, Plan, Step, session_steps
 from ..symbols.names import demangle
 
 
@@ -84,18 +84,18 @@ class CallFilter:
                                   "matches")
         return threads
 
-    def filters(self, session: SessionReader) -> C.Filters:
+    def filters(self, session: SessionReader) -> Filters:
         """The filters, their globs resolved against the session's function names."""
         names = function_names(session)
-        return C.Filters(
+        return Filters(
             within=matching_ids(names, self.within) if self.within else None,
             hide=matching_ids(names, self.hide) if self.hide else None,
             max_depth=self.max_depth, start_ns=self.start_ns, end_ns=self.end_ns,
             min_duration_ns=self.min_duration_ns)
 
-    def steps(self, session: SessionReader, plan: C.Plan, pool: ThreadPoolExecutor
-              ) -> Iterator[C.Step]:
+    def steps(self, session: SessionReader, plan: Plan, pool: ThreadPoolExecutor
+              ) -> Iterator[Step]:
         """The walk of every selected thread (calls.session_steps), `plan` given the
         filters."""
         plan.filters = self.filters(session)
-        return C.session_steps(session, self.threads(session), plan, pool)
+        return session_steps(session, self.threads(session), plan, pool)
