@@ -114,6 +114,47 @@ def test_verify_finds_manifest_disagreements(tmp_path):
     assert any("not listed in manifest" in m for m in msgs)
 
 
+def test_a_damaged_description_is_left_out_said_and_verified_but_the_events_still_read(tmp_path):
+    """The typed manifest (ada.atf.manifest): entries of the wrong shape are left out and
+    said; verify reports them; the reference writer's event_count counts as index_events."""
+    path = random_session(tmp_path, [5, 6])
+    (path / "manifest.json").write_text(json.dumps({
+        "tool": {"name": "ada"}, "process": ["not", "an", "object"],
+        "threads": [{"id": 0, "event_count": 5, "drops": {"index": 2, "detail": 1}},
+                    {"id": 1, "index_events": 6}],
+        "symbols": [{"function_id": "0x1", "name": "main", "address": "0x401000"},
+                    {"function_id": "zz", "name": "bad id"}, "not an entry",
+                    {"function_id": 2, "name": "work"}],
+        "windows": [{"start_ns": 1, "end_ns": 9, "truncated": False}, {"start_ns": "x"}]}))
+    s = atf.open_session(path)
+    m = s.manifest
+    assert s.symbol_names() == {1: "main", 2: "work"}
+    assert m.symbols[0].address == 0x401000 and m.symbols[0].module_id == 0
+    assert [(t.id, t.index_events, t.drops) for t in m.threads] == [(0, 5, 3), (1, 6, 0)]
+    assert [(w.start_ns, w.end_ns, w.details) for w in m.windows] == [(1, 9, {"truncated": False})]
+    assert m.by_ada and m.process.pid is None
+    assert len(m.problems) == 3, m.problems
+    assert any("2 entries of 'symbols' left out: symbols[1]" in p for p in m.problems)
+    assert any("'process' must be an object" in p for p in m.problems)
+    assert s.event_count() == 11  # the events read whatever the description says
+    msgs = [p.message for p in atf.verify(path).problems]
+    assert sorted(msgs) == sorted(m.problems)
+
+
+@pytest.mark.parametrize("threads, needle", [
+    ('"threads": {"id": 0}', "'threads' must be a list"),
+    ('"threads": [{"id": "0"}]', "threads[0] needs an integer 'id'"),
+    ('"threads": [{"id": 0}, {"id": 0}]', "thread ids are not unique"),
+])
+def test_a_manifest_whose_threads_cannot_be_trusted_is_refused_naming_the_key(tmp_path, threads,
+                                                                              needle):
+    path = random_session(tmp_path, [3])
+    (path / "manifest.json").write_text("{" + threads + "}")
+    with pytest.raises(atf.ManifestError, match=needle.replace("[", r"\[")):
+        atf.open_session(path)
+    assert any(needle in p.message for p in atf.verify(path).problems)
+
+
 def test_verify_finds_out_of_order_and_bad_thread_ids(tmp_path):
     ev = [(10, 1, 3, 1, 0), (5, 1, 3, 2, 0), (6, 1, 4, 7, 0)]
     d = tmp_path / "pid_1" / "thread_0"
