@@ -1,7 +1,7 @@
 'use strict';
 /*
  * ada's inline hook engine, x86_64 part (--hook-engine inline). The platform-neutral
- * half is in ada_hooks.c (ada_inline_enter / ada_inline_leave); an arm64 port is a
+ * half is in ada_inline.c (ada_inline_enter / ada_inline_leave); an arm64 port is a
  * file like this one (see docs/recording.md, "The inline hook engine").
  *
  * Per hooked function, in pages ada maps near it (a 5-byte jmp reaches them):
@@ -31,7 +31,7 @@ const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jm
 const JMP_BYTES = 5;      /* jmp rel32 */
 const NEAR = 0x7ff00000;  /* a rel32 jump's reach, with room to spare */
 const ENDBR64 = [0xf3, 0x0f, 0x1e, 0xfa];
-/* push orders (ada_hooks.c reads the frames: ADA_ENTRY_*, ADA_EXIT_*) */
+/* push orders (ada_platform.c names the frames' slots: ADA_ENTRY_*, ADA_EXIT_*) */
 const ENTRY_SAVED = ['rdi', 'rsi', 'rdx', 'rcx', 'r8', 'r9', 'rax', 'r10', 'r11', 'rbp'];
 const EXIT_SAVED = ['rax', 'rdx', 'rcx', 'rsi', 'rdi', 'r8', 'r9', 'r10', 'r11', 'rbp'];
 const ENTRY_RET = ENTRY_SAVED.length;  /* frame index of the return address */
@@ -56,7 +56,7 @@ function putVectors(w, store) {
 }
 
 /* Push `saved`, the frame (rsp) into `frameReg`, align the stack and save the vectors:
- * what a stub keeps of the caller's registers around its call into ada_hooks.c. */
+ * what a stub keeps of the caller's registers around its call into the hot path. */
 function putSave(w, saved, frameReg) {
   for (const reg of saved)
     w.putPushReg(reg);
@@ -102,7 +102,7 @@ class InlineHooksX64 {
   /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
   constructor(cm, layout, state, mapFlags) {
     if (layout['agent.inline_entry_ret'] !== ENTRY_RET || layout['agent.inline_exit_ret'] !== EXIT_RET)
-      throw new Error('ada_hooks.c and ada_inline_x64.js disagree on the inline stub frames');
+      throw new Error('ada_platform.c and ada_inline_x64.js disagree on the inline stub frames');
     this.layout = layout;
     this.mapFlags = mapFlags;
     this.mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',

@@ -10,7 +10,7 @@
  * A module matches a MODULE glob by any of its names: the file name, the full
  * path, the name and path it was loaded by (a symlink, the path given to
  * dlopen) and, on ELF systems, its soname (DT_SONAME, read from memory).
- * Loaded by ada_agent.js, which comes after this file in the same script.
+ * Used by ada_hooking.js, which comes after this file in the same script.
  */
 
 const PT_LOAD = 1;

@@ -166,9 +166,10 @@ def agent_api(target_bin, tmp_path_factory):
 @pytest.mark.parametrize("platform,arch,facts", PLATFORMS,
                          ids=["linux-x64-tsc", "linux-x64", "linux-arm64", "darwin-arm64"])
 def test_hot_path_compiles_for_every_platform(tmp_path, agent_api, platform, arch, facts):
-    """ada_hooks.c with the #defines the agent would prepend on each platform, against Frida's
-    own CModule headers, under gcc -Wall -Werror (the external toolchain's flags). Catches a
-    platform branch broken by a change made and tested on x86_64 Linux only."""
+    """The hot path (agent/'s C files, joined by agent_sources) with the #defines the agent
+    would prepend on each platform, against Frida's own CModule headers, under gcc -Wall
+    -Werror (the external toolchain's flags). Catches a platform branch broken by a change made
+    and tested on x86_64 Linux only."""
     builtins = agent_api.cmodule_builtins()
     for name, text in builtins["headers"].items():
         path = tmp_path / "include" / name

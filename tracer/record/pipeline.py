@@ -18,7 +18,7 @@ import datetime as _dt
 from importlib import resources
 from typing import Any, Callable
 
-from ada.atf import format as F
+from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.writer import SessionWriter
 
 from .detail_io import go_direct_policy
@@ -29,18 +29,26 @@ from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     RegionSpaceError, RingReader, SharedRegion, check_layout, clock_ns)
 from .transport import PULL_FORMAT, RpcMirror
 
-ARCH_CODES = {"x64": F.ARCH_X86_64, "arm64": F.ARCH_ARM64}
+ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
 
 
-AGENT_SCRIPTS = ("ada_selection.js", "ada_inline_x64.js", "ada_agent.js")  # one script, in order
+AGENT_SCRIPTS = ("ada_messages.js", "ada_selection.js", "ada_inline_x64.js", "ada_platform.js",
+                 "ada_hooking.js", "ada_transport.js", "ada_ending.js",
+                 "ada_agent.js")  # one script, in order
+HOT_PATH_SOURCES = ("ada_layout.h", "ada_platform.c", "ada_control.c", "ada_rings.c",
+                    "ada_interceptor.c", "ada_inline.c", "ada_watch.c")  # one C source, in order
 
 
 def agent_sources() -> tuple[str, str]:
     """The agent's JavaScript (its files joined into one script) and the C hot path it
-    compiles (agent/)."""
+    compiles (its files joined into one translation unit, so nothing is lost to inlining);
+    both from agent/."""
     pkg = resources.files("ada.agent")
-    js = "\n".join(pkg.joinpath(name).read_text(encoding="utf-8") for name in AGENT_SCRIPTS)
-    return js, pkg.joinpath("ada_hooks.c").read_text(encoding="utf-8")
+
+    def joined(names: tuple[str, ...]) -> str:
+        return "\n".join(pkg.joinpath(name).read_text(encoding="utf-8") for name in names)
+
+    return joined(AGENT_SCRIPTS), joined(HOT_PATH_SOURCES)
 
 
 class Pipeline:

@@ -1,0 +1,220 @@
+'use strict';
+/*
+ * ada agent, the ending (AgentEnding, methods of AdaAgent): how a recording ends. The
+ * host stops it (stopByHost, stop); or the process exits, execs or dies of a fatal signal,
+ * and what ada has not taken yet is handed over in one ada:final message (dispose, the
+ * exit hooks, the exception handler), waiting (bounded) for the host's ada:ack. A forked
+ * child's copy of this script does none of this (_forked).
+ */
+
+const HANDOVER_TIMEOUT_MS = 10000;  /* how long a dying process waits for ada to take its rings */
+
+/* Frida's exception types, as the signals that raise them (Linux, then Darwin numbers). */
+const SIGNALS = {
+  'access-violation': { name: 'SIGSEGV', linux: [11, 7], darwin: [11, 10] },
+  'guard-page': { name: 'SIGSEGV', linux: [11], darwin: [11] },
+  'abort': { name: 'SIGABRT', linux: [6], darwin: [6] },
+  'illegal-instruction': { name: 'SIGILL', linux: [4], darwin: [4] },
+  'arithmetic': { name: 'SIGFPE', linux: [8], darwin: [8] },
+  'breakpoint': { name: 'SIGTRAP', linux: [5], darwin: [5] },
+  'system': { name: 'SIGSYS', linux: [31], darwin: [12] },
+};
+
+function fatalSignal(type) {
+  const s = SIGNALS[type];
+  if (s === undefined)
+    return null;
+  return { name: s.name, numbers: Process.platform === 'darwin' ? s.darwin : s.linux };
+}
+
+/* Where code at `address` is: module!symbol+offset, ada's inline stubs, or null. */
+function describeAddress(address) {
+  try {
+    const symbol = DebugSymbol.fromAddress(address);
+    if (symbol.moduleName !== null)
+      return symbol.toString();
+  } catch (e) {
+  }
+  return null;
+}
+
+const AgentEnding = {
+  /*
+   * Frida calls this as the process exits or execs (it hooks exit, _exit and
+   * abort), and when the script is unloaded. On exit and exec everything ada has
+   * not taken yet is handed over: with the RPC transport the rings die with the
+   * process, and through a relay (a portal, frida-server) a message sent while
+   * the process dies can be lost, so Frida's call waits (bounded) for ada's
+   * acknowledgement. On unload ada has drained already (it stopped first).
+   */
+  dispose(reason) {
+    this.stop();
+    if (this._forked())
+      return null;  /* a forked child's copy: the recording and its rings are the parent's */
+    if (reason !== 'exit' && reason !== 'exec' || this.handedOver || this.stoppedByHost)
+      return null;  /* ada is finishing: it takes what is left itself, and acks nothing */
+    const acked = new Promise(resolve => {
+      const timer = setTimeout(() => resolve(false), HANDOVER_TIMEOUT_MS);
+      recv(MESSAGES.ack, () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    this._sendHandover(reason, null);
+    if (reason === 'exit')
+      this._attachExitHooks();  /* stop() removed them; exit goes on to _exit */
+    return acked;
+  },
+
+  /*
+   * One handover message: why the process ends, the ring heads at this moment
+   * (what ada must have received for nothing to be lost) and, with the RPC
+   * transport, every ring byte not pulled yet.
+   */
+  _sendHandover(reason, crash) {
+    const L = this.layout;
+    const heads = [];
+    if (this.region !== null) {
+      for (let slot = 0; slot < this._registered(); slot++) {
+        const ctl = this._slot(this.region, slot);
+        heads.push([slot, ctl.add(L['slot.generation']).readU32(),
+                    ctl.add(L['slot.head']).readU64().toString(),
+                    ctl.add(L['slot.detail_head']).readU64().toString()]);
+      }
+    }
+    const rpcData = this.config !== null && this.config.shmPath === null && this.region !== null;
+    this.handedOver = true;
+    send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus },
+         rpcData ? this.pull([], this._pendingBytes(), []) : null);
+  },
+
+  /* Wait, blocking this thread (not the JavaScript one), for the host's acknowledgement. */
+  _awaitAck() {
+    const flag = Memory.alloc(4);
+    recv(MESSAGES.ack, () => flag.writeU32(1));
+    if (this.waitFlagFn === undefined)
+      this.waitFlagFn = new NativeFunction(this.cm.ada_wait_flag, 'uint32', ['pointer', 'uint32']);
+    return this.waitFlagFn(flag, HANDOVER_TIMEOUT_MS) !== 0;
+  },
+
+  /*
+   * exit() and _exit(): their status is the process's exit status. Frida's own
+   * hook on them calls dispose() first, which hands the rings over; but a
+   * session that came through a portal is not disposed at exit (Frida keeps
+   * those apart), so the first of these calls hands them over if nobody has.
+   */
+  _attachExitHooks() {
+    const seen = new Set();
+    for (const name of ['exit', '_exit']) {
+      const address = Module.findGlobalExportByName(name);
+      if (address === null || seen.has(address.toString()))
+        continue;
+      seen.add(address.toString());
+      try {
+        Interceptor.attach(address, { onEnter: args => this._onExitCall(args[0].toInt32()) });
+      } catch (e) {
+      }
+    }
+  },
+
+  _onExitCall(status) {
+    if (this._forked())
+      return;  /* a forked child's exit: not the traced process's */
+    if (this.exitStatus !== null)
+      return;  /* exit() calls _exit() with the same status */
+    this.exitStatus = status;
+    if (this.handedOver) {
+      send({ type: MESSAGES.exitStatus, status });
+    } else {
+      if (this.region !== null)
+        this.region.add(this.layout['header.stop']).writeU32(1);
+      this._sendHandover('exit', null);
+    }
+    this._awaitAck();
+  },
+
+  /*
+   * A fatal signal (Process.setExceptionHandler: Frida calls this first, on the
+   * faulting thread). If the program has its own handler for the signal (ART and
+   * JVMs use SIGSEGV for null checks) it is not ours to judge: nothing is done.
+   * Otherwise the process is about to die: say how, hand the rings over, and
+   * let the signal take its course.
+   */
+  _onException(details) {
+    const signal = fatalSignal(details.type);
+    if (signal === null || this.crashed || this._forked() ||
+        this._programHandles(signal.numbers))
+      return false;
+    this.crashed = true;
+    const memory = details.memory || null;
+    const crash = {
+      signal: signal.name, type: details.type, address: details.address.toString(),
+      threadId: Process.getCurrentThreadId(),
+      memoryOperation: memory !== null ? memory.operation : null,
+      memoryAddress: memory !== null ? memory.address.toString() : null,
+      symbol: describeAddress(details.address),
+    };
+    try {
+      this._sendHandover('crash', crash);
+      this._awaitAck();
+    } catch (e) {
+    }
+    return false;
+  },
+
+  /* Whether the program installed its own handler for any of these signals. */
+  _programHandles(numbers) {
+    if (this.sigactionFn === undefined) {
+      const address = Module.findGlobalExportByName('sigaction');
+      this.sigactionFn = address === null ? null
+        : new NativeFunction(address, 'int', ['int', 'pointer', 'pointer']);
+    }
+    if (this.sigactionFn === null)
+      return false;
+    const old = Memory.alloc(256);  /* larger than any platform's struct sigaction */
+    for (const n of numbers) {
+      if (this.sigactionFn(n, NULL, old) === 0) {
+        const handler = old.readPointer();
+        if (!handler.isNull() && !handler.equals(ptr(1)))  /* SIG_DFL 0, SIG_IGN 1 */
+          return true;
+      }
+    }
+    return false;
+  },
+
+  /* ada stops the recording: it drains what is left, and unloads this script. */
+  stopByHost() {
+    this.stoppedByHost = true;
+    return this.stop();
+  },
+
+  stop() {
+    if (this.clockTimer !== null) {
+      clearInterval(this.clockTimer);
+      this.clockTimer = null;
+    }
+    if (this.observer !== undefined) {
+      this.observer.detach();
+      this.observer = undefined;
+    }
+    if (this.hooked) {
+      Interceptor.detachAll();
+      Interceptor.flush();
+      if (this.inline !== null)
+        this._leaveInline();
+      this.hooked = false;
+    }
+    if (this.cm !== null && this.finiFn === undefined) {
+      this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
+      this.finiFn();
+    }
+    if (this.region !== null && !this._forked())
+      this.region.add(this.layout['header.stop']).writeU32(1);
+    return true;
+  },
+
+  /* In a forked child's copy of this script (its region is the parent's, shared). */
+  _forked() {
+    return this.here !== null && this.here.readU32() === 0;
+  },
+};

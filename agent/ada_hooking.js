@@ -1,0 +1,328 @@
+'use strict';
+/*
+ * ada agent, the hooking (AgentHooking, methods of AdaAgent): the selection
+ * (ada_selection.js) applied to the modules present at start (resolve) and to each one
+ * that loads later (the module observer, reported to the host as it happens); ids for the
+ * functions found; the hot path's table of hooked addresses; attaching the C callbacks
+ * through Frida's Interceptor or the inline engine (ada_inline_x64.js, chosen by
+ * inlineEngine); the runtime's functions ada watches (std::terminate, and the unwinder's
+ * for the inline engine); and taking the inline engine's hooks out when ada stops.
+ */
+
+/*
+ * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
+ */
+function inlineEngine(cm, layout, state, mapFlags) {
+  if (Process.arch === 'x64' && shadowStacksOn())
+    throw new Error('--hook-engine inline cannot run in a process with CET shadow stacks on ' +
+                    '(it redirects return addresses): use --hook-engine frida');
+  if (Process.arch === 'x64' && typeof InlineHooksX64 !== 'undefined')
+    return new InlineHooksX64(cm, layout, state, mapFlags);
+  throw new Error(`--hook-engine inline is not available on ${Process.arch} yet ` +
+                  '(x86_64 only): use --hook-engine frida');
+}
+
+/* Linux 6.6+ says so in /proc/self/status ("x86_Thread_features: shstk ..."). */
+function shadowStacksOn() {
+  try {
+    return /^x86_Thread_features:.*\bshstk\b/m.test(File.readAllText('/proc/self/status'));
+  } catch (e) {
+    return false;
+  }
+}
+
+function hex64(hi, lo) {
+  return '0x' + hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
+}
+
+const AgentHooking = {
+  /*
+   * The selection, applied to every module present now (ada_selection.js), and
+   * from now on to each module that loads (Process.attachModuleObserver). The
+   * functions found here are hooked by hook(); later ones as their module loads.
+   */
+  resolve(selection, triggers) {
+    this.selection = new Selection(selection);
+    this.triggerSelection = new Selection(triggers);
+    this.observer = Process.attachModuleObserver({
+      onAdded: module => this._moduleAdded(module),
+      onRemoved: module => this._moduleRemoved(module),
+    });
+    const now = this._clockNs();
+    const found = [];
+    for (const module of Process.enumerateModules()) {
+      this.seen.add(`${module.path}@${module.base}`);
+      const names = moduleNames(module);
+      found.push({ module, names, functions: this.selection.functionsIn(module, names.names),
+                   triggers: this.triggerSelection.functionsIn(module, names.names) });
+    }
+    /* Module ids: the main executable 0, then the others with functions, by path. */
+    const main = Process.mainModule.path;
+    found.sort((a, b) => (a.module.path === main ? -1 : b.module.path === main ? 1 :
+                          a.module.path < b.module.path ? -1 : a.module.path > b.module.path ? 1 : 0));
+    const loaded = found.map(f => f.names.names);
+    const functions = [];
+    const triggerList = [];
+    for (const f of found) {
+      functions.push(...this._adopt(f.module, f.names, f.functions, now));
+      triggerList.push(...this._adoptTriggers(f.module, f.triggers));
+    }
+    this.initial = { functions, triggers: triggerList };
+    return {
+      functions, triggers: triggerList, hits: this.selection.hits,
+      waiting: this.selection.waitingFor(loaded), anyModule: this.selection.anyModule,
+      triggersWaiting: this.triggerSelection.waitingFor(loaded),
+      triggersAnyModule: this.triggerSelection.anyModule,
+    };
+  },
+
+  /* Ids for a module's selected functions: function_id = module_id << 32 | symbol_index. */
+  _adopt(module, names, selected, now) {
+    if (selected.size === 0)
+      return [];
+    let entry = this.modules.get(names.file);
+    if (entry === undefined) {
+      const moduleId = module.path === Process.mainModule.path ? 0
+        : [...this.modules.values()].filter(m => m.moduleId !== 0).length + 1;
+      entry = { moduleId, file: names.file };
+      this.modules.set(names.file, entry);
+    }
+    const list = [...selected.values()].sort((a, b) => a.address.compare(b.address));
+    return list.map((f, index) => ({
+      functionId: hex64(entry.moduleId, index), moduleId: entry.moduleId, symbolIndex: index,
+      name: f.name, address: f.address.toString(), module: module.name, modulePath: module.path,
+      moduleFile: names.file, moduleNames: names.names, moduleBase: module.base.toString(),
+      moduleSize: module.size, addedNs: now,
+    }));
+  },
+
+  /* --trigger functions: their calls go to ada_on_trigger, under ids of their own. */
+  _adoptTriggers(module, selected) {
+    return [...selected.values()].map(f => ({
+      triggerId: hex64(0xffffffff, this.triggerCount++), name: f.name, module: module.name,
+      address: f.address.toString(),
+    }));
+  },
+
+  /*
+   * Which argument registers of a function hold C strings to capture with its detail
+   * (ada_capture_strings): the host reads them from debug information before hook().
+   * functionId -> bit mask of regs[] slots.
+   */
+  setStringArgs(masks) {
+    for (const [functionId, mask] of Object.entries(masks))
+      this.stringArgs.set(functionId, mask);
+    if (this.hookedAddresses.size !== 0)
+      this._publishTable();  /* functions hooked already (a module loaded later) */
+  },
+
+  /* address -> function_id for the hot path (ADA_FUNCTION_ID in ada_rings.c: same hash),
+   * published whole as a new table (threads may be reading the old one: it is kept). */
+  _publishTable() {
+    let slots = 1024;
+    while (slots < this.hookedAddresses.size * 2)
+      slots *= 2;
+    const mask = slots - 1;
+    const TABLE_HEADER = 16;
+    const SLOT = this.layout['agent.sizeof_function_slot'];
+    const table = Memory.alloc(TABLE_HEADER + slots * SLOT);
+    table.writeU64(mask);
+    const base = table.add(TABLE_HEADER);
+    for (const [address, functionId] of this.hookedAddresses) {
+      const a = ptr(address);
+      let i = a.shr(4).xor(a.shr(17)).and(mask).toUInt32();
+      while (!base.add(i * SLOT).readPointer().isNull())
+        i = (i + 1) & mask;
+      base.add(i * SLOT).writePointer(a);
+      base.add(i * SLOT + 8).writeU64(uint64(functionId));
+      base.add(i * SLOT + 16).writeU64(this.stringArgs.get(functionId) || 0);
+    }
+    this.keepAlive.push(table);
+    if (this.setFunctionsFn === undefined)
+      this.setFunctionsFn = new NativeFunction(this.cm.ada_set_functions, 'void', ['pointer']);
+    this.setFunctionsFn(table);
+  },
+
+  /* Hook functions and triggers; returns the ones Frida refused, in the host's words later. */
+  _attach(functions, triggers) {
+    const failures = [];
+    const fallbacks = [];  /* functions the inline engine left to the Interceptor, and why */
+    const aliases = [];    /* functions that only jump to another one's code, hooked already */
+    for (const f of functions)
+      this.hookedAddresses.set(f.address, f.functionId);
+    this._publishTable();
+    const callbacks = { onEnter: this.cm.ada_on_enter, onLeave: this.cm.ada_on_leave };
+    /* Frida's Interceptor and ada's hot path call these for a thread's hooked calls:
+     * hooked, they would recurse until the target crashes. */
+    const machinery = ['pthread_getspecific', 'pthread_setspecific']
+      .map(name => Module.findGlobalExportByName(name)).filter(a => a !== null);
+    /* The code each function runs, past jump thunks, as Frida's Interceptor resolves them.
+     * Functions whose own code it is go first: a thunk to one of them is then recorded
+     * under its name, not hooked twice (which would record each call twice). */
+    const code = functions.map(f => this._resolveRedirects(ptr(f.address)));
+    const own = i => code[i].equals(ptr(functions[i].address)) ? 0 : 1;
+    const order = functions.map((f, i) => i).sort((a, b) => own(a) - own(b) || a - b);
+    let hooked = 0;
+    for (const i of order) {
+      const f = functions[i], at = code[i];
+      const owner = this.codeOwners.get(at.toString());
+      if (owner !== undefined) {
+        aliases.push({ name: f.name, module: f.module, address: f.address, as: owner });
+        hooked++;
+        continue;
+      }
+      if (machinery.some(a => at.equals(a))) {
+        this.hookedAddresses.delete(f.address);
+        failures.push({ name: f.name, module: f.module, address: f.address,
+                        error: 'ada and Frida call it on every hooked call: it cannot be traced' });
+        continue;
+      }
+      try {
+        const reason = this.inline !== null ? this.inline.hook(at, f.functionId, ptr(f.address)) : '';
+        if (reason !== null) {
+          Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
+          if (this.inline !== null)
+            fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+        }
+        this.codeOwners.set(at.toString(), `${f.module}!${f.name}`);
+        hooked++;
+      } catch (e) {
+        this.hookedAddresses.delete(f.address);
+        failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
+      }
+    }
+    const onTrigger = { onEnter: this.cm.ada_on_trigger };
+    for (const t of triggers) {
+      try {
+        Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId));
+      } catch (e) {
+        failures.push({ name: t.name, module: t.module, address: t.address, error: e.message,
+                        trigger: true });
+      }
+    }
+    Interceptor.flush();
+    return { hooked, failures, fallbacks, aliases };
+  },
+
+  /*
+   * Where the code at `address` really starts: through `jmp target` and `jmp [rip+x]`
+   * (x86_64) or `b target` (arm64) thunks, stopping at code ada hooked already (it starts
+   * with ada's own jump now), as Frida's Interceptor resolves a function it attaches to.
+   */
+  _resolveRedirects(address) {
+    let at = address;
+    for (let hops = 0; hops < 8 && !this.codeOwners.has(at.toString()); hops++) {
+      let insn;
+      try {
+        insn = Instruction.parse(at);
+      } catch (e) {
+        break;
+      }
+      if (insn.mnemonic !== 'jmp' && insn.mnemonic !== 'b')
+        break;
+      const op = insn.operands[0];
+      if (op.type === 'imm')
+        at = ptr(op.value);
+      else if (op.type === 'mem' && op.value.base === 'rip' && op.value.index === undefined)
+        at = insn.next.add(op.value.disp).readPointer();
+      else
+        break;
+    }
+    return at;
+  },
+
+  /* The functions resolve() found; from now on modules are hooked as they load. */
+  hook() {
+    Process.setExceptionHandler(details => this._onException(details));
+    this._attachExitHooks();
+    for (const module of Process.enumerateModules())
+      this._watchRuntime(module);
+    const result = this._attach(this.initial.functions, this.initial.triggers);
+    this.initial = null;
+    this.hooked = true;
+    this.live = true;
+    const pending = this.pending;
+    this.pending = [];
+    for (const module of pending)
+      this._moduleAdded(module);
+    return result;
+  },
+
+  /* A module loaded (or, before hook(), one the initial pass may not have seen). */
+  _moduleAdded(module) {
+    const key = `${module.path}@${module.base}`;
+    if (this.seen.has(key))
+      return;
+    if (!this.live) {
+      this.pending.push(module);
+      return;
+    }
+    this.seen.add(key);
+    this._watchRuntime(module);
+    const names = moduleNames(module);
+    const functions = this._adopt(module, names, this.selection.functionsIn(module, names.names),
+                                  this._clockNs());
+    const triggers = this._adoptTriggers(module,
+                                         this.triggerSelection.functionsIn(module, names.names));
+    if (functions.length === 0 && triggers.length === 0)
+      return;
+    const { hooked, failures, fallbacks, aliases } = this._attach(functions, triggers);
+    send({ type: MESSAGES.moduleLoaded, module: module.name, functions, triggers, hooked, failures,
+           fallbacks, aliases, hits: this.selection.hits });
+  },
+
+  /*
+   * std::terminate, where a C++ runtime defines it (ada_on_terminate says why); with the
+   * inline engine, the unwinder's entry points and __cxa_begin_catch too (see
+   * ada_inline_unwinding in ada_inline.c: an exception unwinds through hooked calls).
+   * Not _Unwind_Backtrace: a backtrace stops at the first hooked call, as with Frida's
+   * Interceptor.
+   */
+  _watchRuntime(module) {
+    /* Probes (a C function, not {onEnter}): Frida then leaves the return address alone,
+     * which an unwinder starting in that very function needs. */
+    const hooks = [['_ZSt9terminatev', this.cm.ada_on_terminate]];
+    if (this.inline !== null) {
+      for (const name of ['_Unwind_RaiseException', '_Unwind_Resume', '_Unwind_Resume_or_Rethrow',
+                          '_Unwind_ForcedUnwind'])
+        hooks.push([name, this.cm.ada_inline_unwinding]);
+      hooks.push(['__cxa_begin_catch', this.cm.ada_inline_caught]);
+    }
+    for (const [name, callbacks] of hooks) {
+      const address = module.findExportByName(name);
+      if (address === null)
+        continue;
+      try {
+        Interceptor.attach(address, callbacks);
+      } catch (e) {
+      }
+    }
+  },
+
+  /* Frida keeps a module it has hooks in loaded; this is for the record. */
+  _moduleRemoved(module) {
+    const key = `${module.path}@${module.base}`;
+    if (!this.seen.delete(key))
+      return;
+    send({ type: MESSAGES.moduleUnloaded, path: module.path, base: module.base.toString(),
+           removedNs: this._clockNs() });
+  },
+
+  /*
+   * The inline engine's functions are put back and its stubs stop calling the hot path;
+   * then wait (a little) for threads that were inside the hot path to leave it: this
+   * script, and the hot path with it, is unloaded next.
+   */
+  _leaveInline() {
+    this.inline.unhook();
+    this.inline.detach();
+    const L = this.layout;
+    const deadline = Date.now() + 200;
+    Thread.sleep(0.01);
+    for (let slot = 0; slot < this._registered(); slot++) {
+      const busy = this.threads.add(slot * L['agent.sizeof_thread_state'] + L['agent.thread_busy']);
+      while (busy.readU32() !== 0 && Date.now() < deadline)
+        Thread.sleep(0.001);
+    }
+  },
+};

@@ -1,0 +1,330 @@
+/*
+ * ada_inline.c: the inline engine's C half (--hook-engine inline; x86_64 only, the whole
+ * file is under ADA_INLINE_AVAILABLE). The stubs ada_inline_x64.js writes call
+ * ada_inline_enter and ada_inline_leave; each thread's inline shadow stack holds the real
+ * return addresses; ada_inline_unwinding and ada_inline_caught let a C++ exception unwind
+ * through hooked calls.
+ */
+
+#ifdef ADA_INLINE_AVAILABLE
+/*
+ * The inline hook engine (--hook-engine inline; the stubs are written by
+ * agent/ada_inline_x64.js). A hooked function's first instructions jump to its
+ * entry stub, which saves the argument registers, calls ada_inline_enter, restores
+ * them and runs the relocated first instructions. ada_inline_enter records the CALL,
+ * pushes (sp, return address, function_id) on the thread's inline shadow stack and
+ * points the return address at the one exit stub, which calls ada_inline_leave: it
+ * records the RETURN and hands back the real return address to return to.
+ * The frames the stubs save: see ADA_ENTRY_RET.
+ */
+
+extern gpointer mmap (gpointer addr, gsize len, int prot, int flags, int fd, gint64 offset);
+extern void abort (void);
+
+/* Reserved, not committed: pages are touched only as deep as calls nest (32 MB of
+ * address space per thread slot for a million nested calls). */
+#define ADA_INLINE_STACK_ENTRIES (1 << 20)
+
+static gboolean
+ada_inline_stack (ThreadState * t)
+{
+  gpointer p;
+
+  if (t->inline_stack != NULL)
+    return TRUE;
+  p = mmap (NULL, sizeof (InlineStack) + (gsize) ADA_INLINE_STACK_ENTRIES * sizeof (InlineEntry),
+      3 /* rw */, ADA_ANON_MAP_FLAGS, -1, 0);
+  if (p == (gpointer) (gssize) -1)
+    return FALSE;
+  t->inline_stack = p;
+  t->inline_stack->capacity = ADA_INLINE_STACK_ENTRIES;
+  pthread_setspecific (ada_state.inline_key, p);
+  return TRUE;
+}
+
+
+static void
+ada_count (volatile guint64 * counter, gssize n)
+{
+  g_atomic_pointer_add ((volatile gssize *) counter, n);
+}
+
+/* A call made by ada itself (this module, or Frida's code it calls: the TLS lookup, a
+ * wait, mapping a shadow stack) into a function the inline engine hooks: it returns to
+ * one of these ranges. It runs unrecorded and is no loss: the program did not make it. */
+static gboolean
+ada_own_call (guint64 ret)
+{
+  const guint64 * r = ada_state.own_code;
+  return (ret >= r[0] && ret < r[1]) || (ret >= r[2] && ret < r[3]);
+}
+
+/* An address in Frida's agent (for the agent to find its code: see ada_own_call). */
+guint64
+ada_frida_code (void)
+{
+  return (guint64) (gsize) gum_tls_key_get_value;
+}
+
+/*
+ * The calls above the first `keep` entries are over without a return: an exception
+ * unwound them (see ada_inline_unwinding) or a longjmp left them (those are counted).
+ * Each ends with an EXCEPTION event (its function_id and depth, this moment), innermost
+ * first, written before the event that revealed it.
+ */
+static void
+ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
+{
+  guint64 n = st->len, left = 0;
+
+  if (ADA_FORKED ())
+  {
+    st->len = keep;
+    return;
+  }
+  while (n > keep)
+  {
+    n--;
+    ADA_EMIT (t, now, st->entries[n].function_id, ADA_EVENT_EXCEPTION, (guint32) n,
+        ADA_NO_DETAIL);
+    if (!st->entries[n].unwinding)
+      left++;
+  }
+  st->len = keep;
+  if (left != 0)
+    ada_count (&ada_state.region->unwound_calls, (gssize) left);
+}
+
+/* How many entries stay when the stack pointer is at `sp`: frames at or below it (on
+ * the same stack) are gone, but for a tail call: a function entered at `sp` whose return
+ * address `ret` is already the exit stub was jumped to by the call of that entry, which
+ * is still open (0: not entering a function). */
+static guint64
+ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp, guint64 ret)
+{
+  guint64 n = st->len;
+
+  while (n > 0 && st->entries[n - 1].sp <= sp && ada_same_stack (t, sp, st->entries[n - 1].sp) &&
+      !(st->entries[n - 1].sp == sp && ret == ada_state.inline_exit))
+    n--;
+  return n;
+}
+
+void
+ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
+{
+  AdaState * s = &ada_state;
+  guint64 now, sp = (guint64) (gsize) &frame[ADA_ENTRY_RET], ret = frame[ADA_ENTRY_RET];
+  ThreadState * t;
+  InlineStack * st;
+  InlineEntry * e;
+  guint64 n;
+
+  if (ADA_FORKED ())
+    return;
+  /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
+   * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
+   * this engine, for good. (One whose first hooked call comes from elsewhere, libc called
+   * by Frida, is recorded as a thread of the program.) */
+  t = gum_tls_key_get_value (s->tls_key);
+  if (t == NULL)
+  {
+    if (ada_own_call (ret))
+    {
+      gum_tls_key_set_value (s->tls_key, &s->frida);
+      return;
+    }
+    t = ada_register_thread ();
+  }
+  if (t->overflowed)
+  {
+    if (t != &s->registering && t != &s->frida)  /* else not the program's call */
+      ada_count (&s->region->overflow_events, 2);
+    return;
+  }
+  /* Busy: ada's own call, or a signal handler that interrupted this thread inside
+   * ada_inline_enter/leave, whose ring and stack writes are half done. Its call runs
+   * unrecorded (counted if the program made it). */
+  if (t->busy)
+  {
+    if (!ada_own_call (ret))
+      ada_count (&s->region->skipped_events, 2);
+    return;
+  }
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  if (!ada_inline_stack (t))
+  {
+    ada_count (&s->region->skipped_events, 2);
+    t->busy = 0;
+    return;
+  }
+  ADA_NOW (now);  /* once busy: a signal handler's events never come before this one's */
+  st = t->inline_stack;
+  /* Calls at or below this sp (on the same stack) were left without a return (a
+   * longjmp: each ends with an EXCEPTION event), but for a tail call: a hooked function
+   * jumped here, its return address (already the exit stub) is this call's. That call
+   * stays open: this one returns through the exit stub to it, and it to its caller (each
+   * gets its RETURN). */
+  n = ada_inline_live (t, st, sp, ret);
+  if (n < st->len)
+    ada_inline_drop (t, st, n, now);
+  if (n >= st->capacity)
+  {
+    st->len = n;
+    ada_count (&s->region->skipped_events, 2);
+    ADA_COMPILER_BARRIER ();
+    t->busy = 0;
+    return;
+  }
+  e = &st->entries[n];
+  e->sp = sp;
+  e->ret = ret;
+  e->function_id = function_id;
+  e->unwinding = 0;
+  ADA_COMPILER_BARRIER ();
+  st->len = n + 1;
+  if (s->detail_mode == ADA_DETAIL_OFF)
+  {
+    ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n, ADA_NO_DETAIL);
+  }
+  else
+  {
+    AdaRegs r;
+    r.regs[0] = frame[ADA_ENTRY_RDI]; r.regs[1] = frame[ADA_ENTRY_RSI];
+    r.regs[2] = frame[ADA_ENTRY_RDX]; r.regs[3] = frame[ADA_ENTRY_RCX];
+    r.regs[4] = frame[ADA_ENTRY_R8]; r.regs[5] = frame[ADA_ENTRY_R9];
+    r.regs[6] = frame[ADA_ENTRY_RAX]; r.regs[7] = frame[ADA_ENTRY_R10];
+    r.fp = frame[ADA_ENTRY_RBP];
+    r.sp = sp;
+    ada_emit_with_detail (t, &r, function_address, now, function_id, ADA_EVENT_CALL,
+        (guint32) n, ret);  /* its stack window still shows the real return address */
+  }
+  frame[ADA_ENTRY_RET] = s->inline_exit;
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+}
+
+/* Returns the address the hooked call really returns to (the exit stub jumps there). */
+guint64
+ada_inline_leave (guint64 * frame)
+{
+  AdaState * s = &ada_state;
+  guint64 now, sp = (guint64) (gsize) &frame[ADA_EXIT_RET], ret, fid, n, i;
+  ThreadState * t;
+  InlineStack * st;
+
+  t = gum_tls_key_get_value (s->tls_key);
+  if (t == NULL || t->inline_stack == NULL)
+    abort ();  /* a redirected return with no record of it: nowhere to go back to */
+  st = t->inline_stack;
+  /* The entry of this call; any above it were left without a return (a longjmp: each
+   * ends with an EXCEPTION event before this RETURN). */
+  n = st->len;
+  for (i = n; i > 0 && st->entries[i - 1].sp != sp; i--)
+    ;
+  if (i == 0)
+    abort ();
+  ret = st->entries[i - 1].ret;
+  fid = st->entries[i - 1].function_id;
+  if (ADA_FORKED ())
+  {
+    st->len = i - 1;  /* a call the parent entered, returning in a forked child */
+    return ret;
+  }
+  if (t->busy)
+  {
+    st->len = i - 1;
+    ada_count (&s->region->skipped_events, 1 + (gssize) (n - i));
+    return ret;
+  }
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);
+  if (n > i)
+    ada_inline_drop (t, st, i, now);
+  st->len = i - 1;
+  frame[ADA_EXIT_RET] = ret;  /* as before the call returned (a detail record's stack window) */
+  if (s->detail_mode == ADA_DETAIL_OFF)
+  {
+    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ADA_NO_DETAIL);
+  }
+  else
+  {
+    AdaRegs r;
+    guint32 k;
+    for (k = 0; k < 8; k++)
+      r.regs[k] = 0;
+    r.regs[2] = frame[ADA_EXIT_RDX];
+    r.regs[6] = frame[ADA_EXIT_RAX];
+    r.fp = frame[ADA_EXIT_RBP];
+    r.sp = sp;
+    ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ret);
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+  return ret;
+}
+
+/*
+ * C++ exceptions (and thread cancellation). An unwinder finds a
+ * frame's unwind information by its return address: the exit stub has none, so before
+ * one walks the stack (the agent hooks _Unwind_RaiseException, _Unwind_Resume,
+ * _Unwind_Resume_or_Rethrow and _Unwind_ForcedUnwind) every open
+ * call gets its real return address back, marked `unwinding`. When a handler catches
+ * (__cxa_begin_catch), the calls below the stack pointer are gone:
+ * each ends with an EXCEPTION event; those still open go through the exit stub again.
+ */
+static ThreadState *
+ada_inline_thread (void)
+{
+  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+  return t != NULL && !t->overflowed && t->inline_stack != NULL && !t->busy ? t : NULL;
+}
+
+/* Calls below the stack pointer are gone; the open ones get their real return address
+ * back (`unwinding`) or the exit stub again. */
+static void
+ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
+{
+  ThreadState * t = ada_inline_thread ();
+  InlineStack * st;
+  guint64 now, i, keep;
+
+  if (t == NULL)
+    return;
+  t->busy = 1;
+  ADA_COMPILER_BARRIER ();
+  ADA_NOW (now);
+  st = t->inline_stack;
+  keep = ada_inline_live (t, st, ADA_SP (ic), 0);
+  if (keep < st->len)
+    ada_inline_drop (t, st, keep, now);
+  for (i = 0; i < keep; i++)
+  {
+    InlineEntry * e = &st->entries[i];
+    volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
+    if (unwinding && !e->unwinding && *slot == ada_state.inline_exit)
+      *slot = e->ret;
+    else if (!unwinding && e->unwinding && *slot == e->ret)
+      *slot = ada_state.inline_exit;
+    else
+      continue;
+    e->unwinding = unwinding;
+  }
+  ADA_COMPILER_BARRIER ();
+  t->busy = 0;
+}
+
+void
+ada_inline_unwinding (GumInvocationContext * ic)
+{
+  ada_inline_swap_returns (ic, TRUE);
+}
+
+void
+ada_inline_caught (GumInvocationContext * ic)
+{
+  ada_inline_swap_returns (ic, FALSE);
+}
+#endif

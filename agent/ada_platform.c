@@ -1,0 +1,219 @@
+/*
+ * ada_platform.c: the hot path's platform shims, chosen by the #defines the agent prepends
+ * (hotPathDefines() in ada_platform.js): the clock (ADA_NOW: the vDSO's or libc's
+ * clock_gettime, raw TSC ticks, mach_continuous_time), the OS thread id, memory ordering
+ * (ADA_STORE_RELEASE, ada_load_acquire), a call's sp and return address, the x86_64 frames
+ * of the inline engine's stubs (ADA_ENTRY_*, ADA_EXIT_*), a thread's stack bounds and a
+ * read that never faults (ada_safe_read). Here so the files after it read the same on
+ * every platform; the few other platform branches sit with their only user
+ * (ada_reserve_rings, ada_ic_regs, ada_frida_return_trampoline, ada_clock_anchor).
+ */
+
+#ifdef ADA_CLOCK_MACH
+extern guint64 mach_continuous_time (void);
+static guint64
+ada_now (void)
+{
+  return mach_continuous_time () * ADA_MACH_NUMER / ADA_MACH_DENOM;
+}
+# define ADA_NOW(v) ((v) = mach_continuous_time () * ADA_MACH_NUMER / ADA_MACH_DENOM)
+#else
+typedef struct { gint64 tv_sec; glong tv_nsec; } AdaTimespec;
+extern int ada_clock_gettime (int clock_id, AdaTimespec * ts);
+static guint64
+ada_now (void)
+{
+  AdaTimespec ts;
+  ada_clock_gettime (ADA_CLOCK_ID, &ts);
+  return (guint64) ts.tv_sec * 1000000000ULL + (guint64) ts.tv_nsec;
+}
+/* The hot path calls the clock itself: one call fewer than ada_now (). */
+# define ADA_NOW(v) \
+  do { \
+    AdaTimespec ts_; \
+    ada_clock_gettime (ADA_CLOCK_ID, &ts_); \
+    (v) = (guint64) ts_.tv_sec * 1000000000ULL + (guint64) ts_.tv_nsec; \
+  } while (0)
+#endif
+
+/*
+ * x86_64 where the OS clock itself runs on the time-stamp counter: the hot
+ * path stores raw TSC ticks (one instruction instead of a vDSO call) and the
+ * host converts them to the recording clock's ns as it drains, from the
+ * (ticks, ns) pairs ada_clock_pair publishes. ada_now () stays the OS clock.
+ */
+#if defined (ADA_CLOCK_TSC) && defined (HAVE_I386)
+# undef ADA_NOW
+# define ADA_NOW(v) \
+  do { \
+    guint32 lo_, hi_; \
+    __asm__ volatile ("rdtsc" : "=a" (lo_), "=d" (hi_)); \
+    (v) = ((guint64) hi_ << 32) | lo_; \
+  } while (0)
+# define ADA_TICKS 1
+#endif
+
+#ifdef ADA_TID_SYSCALL
+extern glong syscall (glong number, ...);
+static guint32
+ada_os_thread_id (void)
+{
+  return (guint32) syscall (ADA_TID_SYSCALL);
+}
+#else
+extern int pthread_threadid_np (gpointer thread, guint64 * thread_id);
+static guint32
+ada_os_thread_id (void)
+{
+  guint64 id = 0;
+  pthread_threadid_np (NULL, &id);
+  return (guint32) id;
+}
+#endif
+
+#if defined (HAVE_I386)
+# define ADA_COMPILER_BARRIER() __asm__ volatile ("" ::: "memory")
+# define ADA_SP(ic) ((ic)->cpu_context->rsp)
+# define ADA_ENTRY_RETURN_ADDRESS(ic) (*(guint64 *) (gsize) (ic)->cpu_context->rsp)
+# define ADA_STORE_RELEASE(p, v) do { ADA_COMPILER_BARRIER (); *(p) = (v); } while (0)
+static guint64
+ada_load_acquire (volatile guint64 * p)
+{
+  guint64 v = *p;
+  ADA_COMPILER_BARRIER ();
+  return v;
+}
+#else
+# define ADA_SP(ic) ((ic)->cpu_context->sp)
+# define ADA_ENTRY_RETURN_ADDRESS(ic) ((ic)->cpu_context->lr)
+# define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
+static void
+ada_store_release (volatile guint64 * p, guint64 v)
+{
+  g_atomic_pointer_add ((volatile gssize *) p, (gssize) (v - *p));
+}
+static guint64
+ada_load_acquire (volatile guint64 * p)
+{
+  return (guint64) g_atomic_pointer_add ((volatile gssize *) p, 0);
+}
+#endif
+
+#if defined (HAVE_I386)
+/*
+ * The frames the inline engine's stubs push (agent/ada_inline_x64.js), as guint64
+ * indexes; ada_layout reports the return slots and the JavaScript checks them. Entry:
+ * rbp r11 r10 rax r9 r8 rcx rdx rsi rdi, then the return address (its slot is the sp
+ * the function entered with). Exit: rbp r11 r10 r9 r8 rdi rsi rcx rdx rax, then the
+ * slot the real return address goes in. Every caller-saved register is kept, vector
+ * ones too (saved apart, below an aligned stack pointer): gcc lets a caller keep values
+ * in registers a callee it knows does not touch, and calls such a callee with the stack
+ * misaligned.
+ */
+# define ADA_ENTRY_RBP 0
+# define ADA_ENTRY_R10 2
+# define ADA_ENTRY_RAX 3
+# define ADA_ENTRY_R9 4
+# define ADA_ENTRY_R8 5
+# define ADA_ENTRY_RCX 6
+# define ADA_ENTRY_RDX 7
+# define ADA_ENTRY_RSI 8
+# define ADA_ENTRY_RDI 9
+# define ADA_ENTRY_RET 10
+# define ADA_EXIT_RBP 0
+# define ADA_EXIT_RDX 8
+# define ADA_EXIT_RAX 9
+# define ADA_EXIT_RET 10
+# define ADA_INLINE_AVAILABLE 1
+#endif
+
+#ifdef ADA_STACK_PTHREAD_ATTR
+/* glibc and bionic: the calling thread's stack from its attributes (once per thread). */
+extern gpointer pthread_self (void);
+extern int pthread_getattr_np (gpointer thread, gpointer attr);
+extern int pthread_attr_getstack (gconstpointer attr, gpointer * addr, gsize * size);
+extern int pthread_attr_destroy (gpointer attr);
+static void
+ada_stack_bounds (ThreadState * t)
+{
+  guint64 attr[16];           /* pthread_attr_t is at most 64 bytes on these ABIs */
+  gpointer addr = NULL;
+  gsize size = 0;
+  if (pthread_getattr_np (pthread_self (), attr) != 0)
+    return;
+  if (pthread_attr_getstack (attr, &addr, &size) == 0 && addr != NULL)
+  {
+    t->stack_lo = (guint64) (gsize) addr;
+    t->stack_hi = t->stack_lo + size;
+  }
+  pthread_attr_destroy (attr);
+}
+#elif defined (ADA_STACK_DARWIN)
+extern gpointer pthread_self (void);
+extern gpointer pthread_get_stackaddr_np (gpointer thread);
+extern gsize pthread_get_stacksize_np (gpointer thread);
+static void
+ada_stack_bounds (ThreadState * t)
+{
+  gpointer self = pthread_self ();
+  t->stack_hi = (guint64) (gsize) pthread_get_stackaddr_np (self);
+  t->stack_lo = t->stack_hi - pthread_get_stacksize_np (self);
+}
+#else
+static void
+ada_stack_bounds (ThreadState * t)
+{
+}
+#endif
+
+/*
+ * Copy up to n bytes from src without ever faulting; returns how many were
+ * readable. Used when sp is outside the thread's known stack (signal stacks,
+ * coroutines): one system call per page touched.
+ */
+#ifdef ADA_SAFE_READ_SYSCALL
+typedef struct { gpointer base; gsize len; } AdaIovec;
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  AdaIovec local, remote[2];
+  guint64 page_end = (src | 4095) + 1;
+  guint32 first = (guint32) MIN ((guint64) n, page_end - src);
+  glong got;
+  local.base = dst;
+  local.len = n;
+  remote[0].base = (gpointer) (gsize) src;
+  remote[0].len = first;
+  remote[1].base = (gpointer) (gsize) page_end;
+  remote[1].len = n - first;
+  got = syscall (ADA_SAFE_READ_SYSCALL, (glong) ada_state.pid, &local, (glong) 1, remote,
+      (glong) (n > first ? 2 : 1), (glong) 0);
+  return got > 0 ? (guint32) got : 0;
+}
+#elif defined (ADA_SAFE_READ_MACH)
+extern guint32 mach_task_self_;
+extern int mach_vm_read_overwrite (guint32 task, guint64 address, guint64 size, guint64 data,
+    guint64 * out_size);
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  guint32 done = 0;
+  while (done < n)
+  {
+    guint64 at = src + done;
+    guint64 chunk = MIN ((guint64) (n - done), ((at | 4095) + 1) - at);
+    guint64 got = 0;
+    if (mach_vm_read_overwrite (mach_task_self_, at, chunk, (guint64) (gsize) (dst + done),
+        &got) != 0)
+      break;
+    done += (guint32) got;
+  }
+  return done;
+}
+#else
+static guint32
+ada_safe_read (guint8 * dst, guint64 src, guint32 n)
+{
+  return 0;
+}
+#endif
