@@ -1,9 +1,9 @@
 """FakeAgent: the agent's side of the ring region, played in an ordinary buffer (no Frida).
 
-It writes what agent/ada_hooks.c writes, where the layout says (tracer.record.rings names every
-field): thread slots, index events at the ring's head, detail records at the detail head
+It writes what the hot path (agent/ada_rings.c) writes, where the layout says
+(tracer.record.rings names every field): thread slots, index events at the ring's head, detail records at the detail head
 (wrapping), drops, trigger entries committed in order, clock pairs. And it builds the buffer of
-the RPC transport's `pull` as agent/ada_agent.js does. The drain, the detail sinks, the RPC
+the RPC transport's `pull` as agent/ada_transport.js does. The drain, the detail sinks, the RPC
 mirror and the manifest are tested against it, and scripts/bench_drain.py times the drain with it.
 """
 
@@ -171,7 +171,7 @@ class FakeAgent:
     # --- the RPC transport ---------------------------------------------------------------
 
     def pull(self, tails: list[int], budget: int, freed: list[int] = ()) -> bytes:
-        """The `pull` RPC of agent/ada_agent.js, same arguments and bytes: take the tails the
+        """The `pull` RPC of agent/ada_transport.js, same arguments and bytes: take the tails the
         host consumed (slot, index tail, detail tail, ...) and the slots it freed, then return
         everything produced past the tails, detail whole or not at all, index events as far as
         the budget reaches."""

@@ -14,7 +14,7 @@ import atf_oracle as O
 from ada.atf import format as F
 from ada.tracer.errors import TracerError
 from ada.tracer.record.devices import add_target_arguments, target_from_args
-from ada.tracer.record.pipeline import agent_sources
+from ada.tracer.record.agent_code import agent_sources
 from ada.tracer.record.selection import parse_item
 from ada.tracer.record.transport import resolve_transport
 from helpers import run_ada

@@ -7,6 +7,7 @@ others) run the same parts behind a real agent in real processes.
 """
 
 import datetime as dt
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -334,7 +335,7 @@ def drain_until_quiet(drain):
 
 
 def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
-    """The agent's pull buffer (FakeAgent.pull, as ada_agent.js builds it) applied to the
+    """The agent's pull buffer (FakeAgent.pull, as ada_transport.js builds it) applied to the
     mirror gives the drain what a local mapping would, rings wrapping and all."""
     agent = FakeAgent(GEOMETRY)
     mirror, drain, writer = mirrored_drain(tmp_path, agent, AlwaysDetailSink())
@@ -662,3 +663,23 @@ def test_side_effects_speak_of_the_engine_in_use():
     assert "Frida keeps about 2.4 KB" in frida[0] and "--hook-engine inline" in frida[1]
     inline = side_effects(summary, {7: "m!f"}.get, "inline")
     assert len(inline) == 1 and "none caught this one" in inline[0]
+
+
+def test_the_agent_and_the_host_name_the_same_messages_each_once():
+    """agent/ada_messages.js and tracer/record/protocol.py declare the protocol; no other agent
+    file spells a message name, so a rename cannot miss one side."""
+    import re
+
+    from ada.tracer.record import protocol
+    from ada.tracer.record.agent_code import AGENT_SCRIPTS
+
+    agent = Path(__file__).resolve().parents[1] / "agent"
+    declared = re.search(r"const MESSAGES = Object\.freeze\(\{(.*?)\}\)",
+                         (agent / "ada_messages.js").read_text(), re.S)
+    assert declared is not None
+    names = re.findall(r"'(ada:[a-z-]+)'", declared.group(1))
+    assert sorted(names) == sorted(protocol.FROM_AGENT + protocol.TO_AGENT)
+    assert AGENT_SCRIPTS[0] == "ada_messages.js"  # first, so every other file can use MESSAGES
+    for name in AGENT_SCRIPTS[1:]:
+        spelled = re.findall(r"['\"]ada:[a-z-]+['\"]", (agent / name).read_text())
+        assert not spelled, f"{name} spells {spelled}: use MESSAGES"

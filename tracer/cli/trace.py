@@ -19,7 +19,8 @@ from .common import CliError, LiveLine, number
 
 if TYPE_CHECKING:
     from ..record.options import Target, TraceOptions
-    from ..record.recorder import Progress, RecordingResult
+    from ..record.pipeline import RecordingStatus
+    from ..record.recorder import RecordingResult
     from ..record.recording import Recording
 
 
@@ -254,7 +255,7 @@ class StatusLine:
     def warn(self, message: str) -> None:
         self.line.say(f"ada: warning: {message}")
 
-    def _line(self, p: Progress) -> str:
+    def _line(self, p: RecordingStatus) -> str:
         dt = p.elapsed_s - self._last_t
         rate = (p.events - self._last_events) / dt if dt > 0 else 0.0
         self._last_events, self._last_t = p.events, p.elapsed_s
@@ -274,11 +275,11 @@ class StatusLine:
             line += f"  waited {p.wait_ns / 1e6:,.1f} ms"
         return line
 
-    def update(self, p: Progress) -> None:
+    def update(self, p: RecordingStatus) -> None:
         if self.enabled and self.line.due(p.elapsed_s):
             self.line.show(self._line(p), p.elapsed_s)
 
-    def done(self, p: Progress) -> None:
+    def done(self, p: RecordingStatus) -> None:
         if not self.enabled:
             return
         self.line.clear()

@@ -2,7 +2,7 @@
 
 On x86_64 Linux whose kernel clocksource is the TSC, the hot path stores raw
 rdtsc values (one instruction instead of a clock_gettime call; see
-agent/ada_hooks.c). The agent publishes (ticks, ns) pairs of the TSC and
+agent/ada_platform.c). The agent publishes (ticks, ns) pairs of the TSC and
 CLOCK_BOOTTIME; the drain converts every timestamp with them before anything
 is written, so files, triggers and windows only ever see CLOCK_BOOTTIME ns.
 

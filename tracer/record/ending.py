@@ -1,6 +1,6 @@
 """How a traced process ended, what it took with it, and what the recording lost.
 
-The agent's last words (agent/ada_agent.js) arrive as messages: `ada:final` as the process
+The agent's last words (agent/ada_ending.js) arrive as messages: `ada:final` as the process
 exits, execs or dies of a fatal signal, with the ring heads at that moment (and, with the rpc
 transport, every ring byte ada had not pulled), and `ada:exit-status` once exit()'s status is
 known. TargetEnd keeps them; with Frida's detach reason they give the end's reason, and with

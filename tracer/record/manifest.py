@@ -38,7 +38,7 @@ class RecordingFacts:
     ended_at: _dt.datetime
     clean: bool
     end_reason: str
-    crash: dict[str, Any] | None = None  # signal, address, thread... (agent/ada_agent.js)
+    crash: dict[str, Any] | None = None  # signal, address, thread... (agent/ada_ending.js)
     exit_status: int | None = None
     undelivered: tuple[int, int] | None = (0, 0)  # events, detail bytes; None: unknown
     parent_pid: int | None = None  # a followed child: the traced process it forked from

@@ -1,21 +1,23 @@
-"""The parts one recording's events flow through, built from the options and the agent's facts.
+"""The parts one recording's events flow through, and their state.
 
     agent's rings (SharedRegion mapped here, or the RpcMirror pulled over Frida)
         -> Drain -> SessionWriter (index.atf, detail.atf of each thread)
                  -> detail sink (AlwaysDetailSink for --detail, WindowDetailSink for the
                     flight recorder), which persists detail through the same writers
 
-Built in two steps, because each needs what the one before found: `Pipeline(options,
-transport)` lays out the ring region (and creates it in shared memory) before the agent is
-loaded, `init_agent` hands the agent its configuration and checks the layout it compiled, and
-`connect` builds the writer, the sink and the drain once the agent's facts (arch, clock) are
-known. The Recorder owns the Frida side (attach, hook, stop); this module owns the data's way.
+Two objects, because the second needs what the agent says once the first configured it:
+`RingSpace` lays out the ring region (and creates it in shared memory) before the agent
+loads, configures the agent and checks the layout it compiled; `Pipeline` is then built whole
+from it and the agent's facts (arch, clock): it starts, reports its status and what it lost,
+takes the agent's last rings, stops, and summarises itself for the manifest. The Recorder owns
+the Frida side (attach, hook, the agent's messages, stop); this module owns the data's way.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from importlib import resources
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from ada.atf.format import ARCH_ARM64, ARCH_X86_64
@@ -24,6 +26,7 @@ from ada.atf.writer import SessionWriter
 from .detail_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain
+from .ending import TargetEnd
 from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     RegionSpaceError, RingReader, SharedRegion, check_layout, clock_ns)
@@ -32,27 +35,35 @@ from .transport import PULL_FORMAT, RpcMirror
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
 
 
-AGENT_SCRIPTS = ("ada_messages.js", "ada_selection.js", "ada_inline_x64.js", "ada_platform.js",
-                 "ada_hooking.js", "ada_transport.js", "ada_ending.js",
-                 "ada_agent.js")  # one script, in order
-HOT_PATH_SOURCES = ("ada_layout.h", "ada_platform.c", "ada_control.c", "ada_rings.c",
-                    "ada_interceptor.c", "ada_inline.c", "ada_watch.c")  # one C source, in order
+@dataclass
+class RecordingStatus:
+    """The status line's figures for one process (recording.py sums them over processes)."""
+
+    elapsed_s: float
+    events: int
+    threads: int
+    drops: int
+    detail_bytes: int = 0
+    windows: int = 0
+    truncated_ns: int = 0
+    transport_bytes_per_s: float | None = None
+    wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
+    processes: int = 1  # traced processes (the target, its children, new images after exec)
+    undelivered: int | None = 0  # events left in a dead target's rings (None: count unknown)
 
 
-def agent_sources() -> tuple[str, str]:
-    """The agent's JavaScript (its files joined into one script) and the C hot path it
-    compiles (its files joined into one translation unit, so nothing is lost to inlining);
-    both from agent/."""
-    pkg = resources.files("ada.agent")
+@dataclass
+class Summaries:
+    """Each part's summary() for the manifest (tracer/record/manifest.py)."""
 
-    def joined(names: tuple[str, ...]) -> str:
-        return "\n".join(pkg.joinpath(name).read_text(encoding="utf-8") for name in names)
-
-    return joined(AGENT_SCRIPTS), joined(HOT_PATH_SOURCES)
+    drain: dict[str, Any]
+    sink: dict[str, Any] | None  # None without a detail lane
+    transport: dict[str, Any] | None  # None for shared memory
 
 
-class Pipeline:
-    """Ring region -> drain -> writers and detail sink, for one recording."""
+class RingSpace:
+    """The ring region, laid out before the agent loads: in shared memory when it can be
+    mapped here (the agent maps the same file), else mirrored over Frida's channel."""
 
     def __init__(self, options: TraceOptions, transport: str,
                  info: Callable[[str], None] = lambda m: None) -> None:
@@ -69,19 +80,13 @@ class Pipeline:
                     raise
                 info(f"{e}: the rings go over Frida's channel instead (the rpc transport)")
                 self.transport = "rpc"
-        self.mirror: RpcMirror | None = None
-        self.writer: SessionWriter | None = None
-        self.sink: DetailSink | None = None
-        self.flight: WindowDetailSink | None = None  # the sink, when it is the flight recorder
-        self.drain: Drain | None = None
 
-    def init_agent(self, api: Any, toolchain: str) -> dict[str, Any]:
+    def configure_agent(self, api: Any, toolchain: str, hot_path_source: str) -> dict[str, Any]:
         """Configure the loaded agent (it compiles the hot path and maps the region); returns
         its facts. Raises TracerError if the compiled layout is not the host's."""
         o, g = self.options, self.geometry
-        _, c_source = agent_sources()
         facts = api.init({
-            "source": c_source, "toolchain": toolchain, "clockSource": o.clock_source,
+            "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine,
             "shmPath": str(self.region.path) if self.region else None, "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
@@ -97,38 +102,146 @@ class Pipeline:
             self.region.unlink()  # both sides have it mapped: nothing outlives them in /dev/shm
         return facts
 
-    def connect(self, script: Any, facts: dict[str, Any], *, pid: int, os_id: int,
-                started: _dt.datetime, place: ProcessPlace,
-                on_function_trigger: Callable[[int, int, int], None]) -> None:
-        """Build the writer, the detail sink and the drain (not started yet)."""
-        o = self.options
-        self.writer = SessionWriter(o.output, pid, arch=ARCH_CODES[facts["arch"]], os_id=os_id,
-                                    clock_type=facts["clockType"], started=started,
-                                    detail_go_direct=go_direct_policy(o.detail_io),
-                                    session_dir=place.session_dir,
-                                    process_dir=place.process_dir)
-        if o.detail == "always":
-            self.sink = AlwaysDetailSink()
-        elif o.detail == "window":
-            self.sink = self.flight = WindowDetailSink(
-                int(o.pre_roll_ms * 1e6), int(o.post_roll_ms * 1e6), o.pre_roll_buffer_mb << 20)
-        if self.region is not None:
-            rings = RingReader(self.region.buf, self.geometry)
-        else:
-            self.mirror = RpcMirror(script, self.geometry)
-            rings = self.mirror.reader
-        self.drain = Drain(rings, self.writer, self.sink,
-                           on_function_trigger if self.flight else None,
-                           self.mirror.sync if self.mirror else None)
-
-    def finish(self) -> None:
-        """Tell the producers to stop waiting, then drain what is left (the writers stay open)."""
-        assert self.drain is not None
-        self.drain.rings.set_stop()
-        self.drain.finish()
-
     def close(self) -> None:
         """Remove the region's file in shared memory if a failed start left it (mappings of
         it stay valid)."""
         if self.region is not None:
             self.region.unlink()
+
+
+class Pipeline:
+    """Ring region -> drain -> writers and detail sink, for one recording, built whole."""
+
+    def __init__(self, space: RingSpace, script: Any, facts: dict[str, Any], *, pid: int,
+                 os_id: int, started: _dt.datetime, place: ProcessPlace,
+                 name_trigger: Callable[[int], str | None]) -> None:
+        o = space.options
+        self.space = space
+        self.name_trigger = name_trigger  # a --trigger function's name, by its trigger id
+        self.writer = SessionWriter(o.output, pid, arch=ARCH_CODES[facts["arch"]], os_id=os_id,
+                                    clock_type=facts["clockType"], started=started,
+                                    detail_go_direct=go_direct_policy(o.detail_io),
+                                    session_dir=place.session_dir,
+                                    process_dir=place.process_dir)
+        self.sink: DetailSink | None = None
+        self.flight: WindowDetailSink | None = None  # the sink, when it is the flight recorder
+        if o.detail == "always":
+            self.sink = AlwaysDetailSink()
+        elif o.detail == "window":
+            self.sink = self.flight = WindowDetailSink(
+                int(o.pre_roll_ms * 1e6), int(o.post_roll_ms * 1e6), o.pre_roll_buffer_mb << 20)
+        self.mirror: RpcMirror | None = None
+        if space.region is not None:
+            rings = RingReader(space.region.buf, space.geometry)
+        else:
+            self.mirror = RpcMirror(script, space.geometry)
+            rings = self.mirror.reader
+        self.rings = rings
+        self.drain = Drain(rings, self.writer, self.sink,
+                           self._function_trigger if self.flight else None,
+                           self.mirror.sync if self.mirror else None)
+
+    @property
+    def path(self) -> Path:
+        """The process directory the files are written in."""
+        return self.writer.path
+
+    def file_codes(self) -> tuple[int, int, int]:
+        """(arch, os, clock type) as the files' headers say them."""
+        return self.writer.arch, self.writer.os_id, self.writer.clock_type
+
+    # --- while recording ----------------------------------------------------------
+
+    def start(self, start_ns: int, trigger_at_ms: list[float]) -> None:
+        """Start draining; --trigger-at times count from `start_ns`."""
+        if self.flight is not None:
+            for ms in trigger_at_ms:
+                self.flight.schedule(start_ns + int(ms * 1e6), "time", at_ms=ms)
+        self.drain.start()
+
+    def _function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
+        assert self.flight is not None
+        # The name may not be known yet: the trigger can fire before the message saying its
+        # module loaded is handled. summaries() names it at the end.
+        self.flight.trigger(timestamp_ns, "function", tid=tid,
+                            function=self.name_trigger(trigger_id), trigger_id=trigger_id)
+
+    def trigger(self, kind: str) -> None:
+        """A trigger from the person at the terminal (SIGUSR1, Enter); none without windows."""
+        if self.flight is not None:
+            self.flight.trigger(clock_ns(), kind)
+
+    def take_final(self, data: bytes) -> None:
+        """The ring bytes a dying target handed over with its last message (rpc transport)."""
+        if self.mirror is not None:
+            self.mirror.queue_final(data)
+
+    def failure(self) -> str | None:
+        """Why the recording cannot go on (the stop reason), or None."""
+        if self.drain.failed.is_set():
+            return f"error: {self.drain.error}"
+        if self.mirror is not None and self.mirror.lost is not None:
+            return f"connection-lost: {self.mirror.lost}"
+        return None
+
+    def status(self, elapsed_s: float, undelivered: tuple[int, int] | None) -> RecordingStatus:
+        drain, stats, flight = self.drain, self.drain.stats, self.flight
+        counts = drain.thread_counts()
+        # Dropped: events lost to full rings (drop policy, or a silent drain) and the events of
+        # threads that found no free ring (--max-threads).
+        drops = (sum(c.drops + c.detail_drops for c in counts)
+                 + self.rings.overflow_events + self.rings.header("skipped_events")
+                 + (drain.unwritten() if drain.failed.is_set() else 0))
+        return RecordingStatus(elapsed_s, stats.events, stats.threads, drops, stats.detail_bytes,
+                               len(flight.windows) if flight else 0,
+                               flight.truncated_ns if flight else 0,
+                               self.mirror.throughput() if self.mirror else None,
+                               sum(c.wait_ns for c in counts),
+                               undelivered=undelivered[0] if undelivered else None)
+
+    @property
+    def events(self) -> int:
+        return self.drain.stats.events
+
+    # --- the end --------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Tell the producers to stop waiting, then drain what is left (the writers stay open)."""
+        self.rings.set_stop()
+        self.drain.finish()
+
+    @property
+    def error(self) -> BaseException | None:
+        """What failed the drain, if anything did."""
+        return self.drain.error
+
+    @property
+    def clock_resets(self) -> int:
+        """How often the time-stamp counter went backwards (raw-tick clocks only)."""
+        return self.drain.clock.resets if self.drain.clock is not None else 0
+
+    def finalize(self) -> None:
+        """Finish every file (AtfError: what could not be finished reads as recovered)."""
+        self.writer.finalize()
+
+    def undelivered(self, end: TargetEnd, stop_reason: str) -> tuple[int, int] | None:
+        """(events, detail bytes) left in the target's rings at its end; None: unknown."""
+        return end.undelivered(self.drain.shortfall, self.mirror is not None, stop_reason)
+
+    def summaries(self) -> Summaries:
+        sink = self.sink.summary() if self.sink is not None else None
+        for trigger in (sink or {}).get("triggers", []):
+            if "trigger_id" in trigger:
+                trigger_id = trigger.pop("trigger_id")
+                trigger["function"] = trigger["function"] or self.name_trigger(trigger_id)
+        return Summaries(self.drain.summary(), sink,
+                         self.mirror.summary() if self.mirror else None)
+
+    def write_manifest(self, manifest: dict[str, Any], *, final: bool = False) -> None:
+        self.writer.write_manifest(manifest, final=final)
+
+    def reserve_manifest_room(self, nbytes: int) -> None:
+        self.writer.reserve_manifest_room(nbytes)
+
+    def close(self) -> None:
+        self.space.close()

@@ -30,28 +30,16 @@ from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
 from .hooked import HookedFunctions
 from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
-from .pipeline import Pipeline, agent_sources
+from . import protocol
+from .agent_code import agent_script, hot_path_source
+from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries
+from .protocol import read_message
 from .rings import clock_ns
 from .selection import describe_selection
 from .transport import resolve_transport
 
 
 MANIFEST_ROOM_BYTES = 256 << 10  # held on the disk for the final manifest, + 1 KiB a function
-
-
-@dataclass
-class Progress:
-    elapsed_s: float
-    events: int
-    threads: int
-    drops: int
-    detail_bytes: int = 0
-    windows: int = 0
-    truncated_ns: int = 0
-    transport_bytes_per_s: float | None = None
-    wait_ns: int = 0  # time producers spent waiting for room in full rings (wait policy)
-    processes: int = 1  # traced processes (the target, its children, new images after exec)
-    undelivered: int | None = 0  # events left in a dead target's rings (None: count unknown)
 
 
 @dataclass
@@ -94,7 +82,8 @@ class Recorder:
         self.children: list[dict[str, Any]] = []  # seen at fork or exec (recording.py)
         self.frida_session: frida.core.Session | None = None  # "session" is the directory
         self.script: frida.core.Script | None = None
-        self.pipeline: Pipeline | None = None
+        self.space: RingSpace | None = None  # laid out as the agent loads
+        self.pipeline: Pipeline | None = None  # built whole once the agent is configured
         self.agent_info: dict[str, Any] = {}
         self.clock_anchors: list[dict[str, Any]] = []  # recording clock vs. wall clock
         self._late_functions: list[list[dict[str, Any]]] = []  # hooked as modules loaded
@@ -117,39 +106,37 @@ class Recorder:
         self.request_stop(self.end.on_detached(reason, crash))
 
     def _on_message(self, message: dict, data: Any) -> None:
-        if message.get("type") == "error":
-            self.warn(f"agent error: {message.get('description')}")
-        elif message.get("type") == "send":
-            payload = message.get("payload") or {}
-            kind = payload.get("type") if isinstance(payload, dict) else None
-            mirror = self.pipeline.mirror if self.pipeline else None
-            if kind == "agent:warning":
-                self.warn(str(payload.get("message")))
-            elif kind == "ada:final":  # the process is exiting, exec'ing or crashing
-                if data is not None and mirror is not None:
-                    mirror.queue_final(data)
-                self.end.on_final(payload)
-                self._acknowledge()
-            elif kind == "ada:exit-status":
-                self.end.on_exit_status(payload["status"])
-                self._acknowledge()
-            elif kind == "ada:module-loaded":
-                self._late_functions.append(payload["functions"])  # strings: see check()
-                self.wake()
-                self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
-                                payload["hits"], payload.get("fallbacks"),
-                                payload.get("aliases"))
-                self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
-                          + (f" and {len(payload['triggers'])} trigger(s)"
-                             if payload["triggers"] else ""))
-            elif kind == "ada:module-unloaded":
-                self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
+        """The agent's messages (protocol.py), on Frida's thread."""
+        m = read_message(message, data)
+        if m is None:
+            return
+        payload = m.payload
+        if m.kind == "error":
+            self.warn(f"agent error: {payload['description']}")
+        elif m.kind == protocol.FINAL:  # the process is exiting, exec'ing or crashing
+            if m.data is not None and self.pipeline is not None:
+                self.pipeline.take_final(m.data)
+            self.end.on_final(payload)
+            self._acknowledge()
+        elif m.kind == protocol.EXIT_STATUS:
+            self.end.on_exit_status(payload["status"])
+            self._acknowledge()
+        elif m.kind == protocol.MODULE_LOADED:
+            self._late_functions.append(payload["functions"])  # strings: see check()
+            self.wake()
+            self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
+                            payload["hits"], payload.get("fallbacks"), payload.get("aliases"))
+            self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
+                      + (f" and {len(payload['triggers'])} trigger(s)"
+                         if payload["triggers"] else ""))
+        elif m.kind == protocol.MODULE_UNLOADED:
+            self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
 
     def _acknowledge(self) -> None:
         """Let a dying target go on: what it handed over is queued here."""
         try:
             if self.script is not None:
-                self.script.post({"type": "ada:ack"})
+                self.script.post(protocol.ack())
         except FRIDA_ERRORS:
             pass  # gone already
 
@@ -162,12 +149,12 @@ class Recorder:
             self._attach()
             self._load_agent()
             self._hook()
-            assert self.script and self.pipeline and self.pid is not None
-            self.pipeline.connect(self.script, self.agent_info, pid=self.pid,
-                                  os_id=_os_code(self.device, self.agent_info),
-                                  started=self.started_at, place=self.place,
-                                  on_function_trigger=self._on_function_trigger)
-            self._write_first_manifest()
+            assert self.space is not None and self.pid is not None
+            self.pipeline = Pipeline(self.space, self.script, self.agent_info, pid=self.pid,
+                                     os_id=_os_code(self.device, self.agent_info),
+                                     started=self.started_at, place=self.place,
+                                     name_trigger=self.hooked.trigger_name)
+            self._write_first_manifest(self.pipeline)
         except FRIDA_ERRORS as e:
             # Worded before _abandon, which kills a spawned target.
             message = explain_attach_error(e, self.device, self.target, self.pid, self._detached)
@@ -177,18 +164,14 @@ class Recorder:
             self._abandon()  # Ctrl-C while attaching leaves no suspended target behind
             raise
 
-    def _write_first_manifest(self) -> None:
+    def _write_first_manifest(self, pipeline: Pipeline) -> None:
         """manifest.json from the start (a session cut short by anything still has one), and
         room held on the disk for the last one (see stop())."""
-        pipeline = self.pipeline
-        assert pipeline is not None and pipeline.writer is not None and pipeline.drain is not None
-        manifest = build_manifest(
-            self._facts(_dt.datetime.now(), False, "recording"), pipeline.drain.summary(),
-            self._sink_summary(), pipeline.mirror.summary() if pipeline.mirror else None)
+        manifest = self._manifest(pipeline, pipeline.summaries(), _dt.datetime.now(), False,
+                                  "recording")
         del manifest["threads"]  # none yet: until the end, readers find them by scanning
-        pipeline.writer.write_manifest(manifest)
-        pipeline.writer.reserve_manifest_room(MANIFEST_ROOM_BYTES
-                                              + 1024 * len(self.hooked.functions))
+        pipeline.write_manifest(manifest)
+        pipeline.reserve_manifest_room(MANIFEST_ROOM_BYTES + 1024 * len(self.hooked.functions))
 
     def _attach(self) -> None:
         kind, value = self.target.kind, self.target.value
@@ -213,14 +196,15 @@ class Recorder:
 
     def _load_agent(self) -> None:
         assert self.frida_session is not None
-        self.script = self.frida_session.create_script(agent_sources()[0], name="ada-agent",
-                                                 runtime="qjs")
+        self.script = self.frida_session.create_script(agent_script(), name="ada-agent",
+                                                       runtime="qjs")
         self.script.on("message", self._on_message)
         self.script.load()
-        self.pipeline = Pipeline(self.options, self.transport, self.info)
-        self.transport = self.pipeline.transport
-        self.agent_info = self.pipeline.init_agent(
-            self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device))
+        self.space = RingSpace(self.options, self.transport, self.info)
+        self.transport = self.space.transport
+        self.agent_info = self.space.configure_agent(
+            self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device),
+            hot_path_source())
         info = self.agent_info
         if info.get("clockAnchor"):
             self.clock_anchors.append(anchor(info["clockAnchor"], "start"))
@@ -282,30 +266,16 @@ class Recorder:
         elif not found["functions"]:
             self.info("no function matched yet: waiting for modules that load later")
 
-    def _on_function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
-        assert self.pipeline is not None and self.pipeline.flight is not None
-        # The name may not be known yet: the trigger can fire before the message saying its
-        # module loaded is handled here. _sink_summary() names it at the end.
-        self.pipeline.flight.trigger(timestamp_ns, "function", tid=tid,
-                                     function=self.hooked.trigger_name(trigger_id),
-                                     trigger_id=trigger_id)
-
     def trigger_now(self, kind: str) -> None:
         """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
-        flight = self.pipeline.flight if self.pipeline else None
-        if flight is not None:
-            flight.trigger(clock_ns(), kind)
+        if self.pipeline is not None:
+            self.pipeline.trigger(kind)
 
     def start(self) -> None:
         """Start draining and let the target run (a spawned or gated process was suspended)."""
-        assert self.pipeline is not None and self.pipeline.drain is not None
         self.t0 = time.monotonic()
         self.record_start_ns = clock_ns()
-        flight = self.pipeline.flight
-        if flight is not None:
-            for ms in self.options.trigger_at_ms:
-                flight.schedule(self.record_start_ns + int(ms * 1e6), "time", at_ms=ms)
-        self.pipeline.drain.start()
+        self._prepared().start(self.record_start_ns, self.options.trigger_at_ms)
         if self.suspended:
             try:
                 self.device.resume(self.pid)
@@ -316,43 +286,25 @@ class Recorder:
         """Turn a failed drain or a lost link into a stop; True once a stop is requested.
         Functions hooked as their module loaded get their C string arguments here (an RPC
         cannot be made from the message handler)."""
-        assert self.pipeline is not None and self.pipeline.drain is not None
         while self._late_functions and not self.stop_event.is_set():
             try:
                 self._string_args(self._late_functions.pop(0))
             except FRIDA_ERRORS:
                 self._late_functions.clear()  # the process is going: nothing to capture
-        drain, mirror = self.pipeline.drain, self.pipeline.mirror
-        if drain.failed.is_set():
-            self.request_stop(f"error: {drain.error}")
-        elif mirror is not None and mirror.lost is not None:
-            self.request_stop(f"connection-lost: {mirror.lost}")
+        failure = self._prepared().failure()
+        if failure is not None:
+            self.request_stop(failure)
         return self.stop_event.is_set()
 
-    def progress(self) -> Progress:
+    def progress(self) -> RecordingStatus:
         elapsed = time.monotonic() - self.t0
-        drain = self.pipeline.drain if self.pipeline else None
-        if drain is None:
-            return Progress(elapsed, 0, 0, 0)
-        stats, mirror, flight = drain.stats, self.pipeline.mirror, self.pipeline.flight
-        counts = drain.thread_counts()
-        # Dropped: events lost to full rings (drop policy, or a silent drain) and the events of
-        # threads that found no free ring (--max-threads).
-        drops = (sum(c.drops + c.detail_drops for c in counts)
-                 + drain.rings.overflow_events + drain.rings.header("skipped_events")
-                 + (drain.unwritten() if drain.failed.is_set() else 0))
-        return Progress(elapsed, stats.events, stats.threads, drops, stats.detail_bytes,
-                        len(flight.windows) if flight else 0,
-                        flight.truncated_ns if flight else 0,
-                        mirror.throughput() if mirror else None,
-                        sum(c.wait_ns for c in counts),
-                        undelivered=self.undelivered[0] if self.undelivered else None)
+        if self.pipeline is None:
+            return RecordingStatus(elapsed, 0, 0, 0)
+        return self.pipeline.status(elapsed, self.undelivered)
 
     def stop(self) -> RecordingResult:
         """Unhook, drain what is left, finalize files and manifest, detach."""
-        pipeline = self.pipeline
-        assert pipeline is not None and pipeline.drain is not None and pipeline.writer is not None
-        drain, writer = pipeline.drain, pipeline.writer
+        pipeline = self._prepared()
         warnings: list[str] = []
         if not self._detached and self.script is not None:
             try:
@@ -366,67 +318,59 @@ class Recorder:
         never = self.hooked.never_matched()
         if never:
             warnings.append(f"never matched: {'; '.join(never)}")
-        pipeline.finish()
-        error = drain.error
+        pipeline.stop()
+        error = pipeline.error
         if error is not None:
             self.stop_reason = f"error: {error}"
-        if drain.clock is not None and drain.clock.resets:
+        if pipeline.clock_resets:
             warnings.append(f"the CPU's time-stamp counter went backwards "
-                            f"{drain.clock.resets} time(s) (a suspend or a VM migration): "
+                            f"{pipeline.clock_resets} time(s) (a suspend or a VM migration): "
                             "events recorded just before that have unreliable timestamps; "
                             "--clock-source os avoids this")
         ended_at = _dt.datetime.now()
         try:
-            writer.finalize()
+            pipeline.finalize()
         except AtfError as e:  # what could not be finished reads as recovered, as after a crash
             warnings.append(f"could not finish every file: {e}")
             if error is None:
                 self.stop_reason = f"error: {e}"
-        self.undelivered = self.end.undelivered(drain.shortfall, pipeline.mirror is not None,
-                                                self.stop_reason)
-        summary = drain.summary()
-        lost, said = losses(summary, self.undelivered)
-        warnings.extend(said + side_effects(summary, self.hooked.function_name,
-                                                      self.options.hook_engine))
+        self.undelivered = pipeline.undelivered(self.end, self.stop_reason)
+        summaries = pipeline.summaries()
+        lost, said = losses(summaries.drain, self.undelivered)
+        warnings.extend(said + side_effects(summaries.drain, self.hooked.function_name,
+                                            self.options.hook_engine))
         clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
         try:
-            writer.write_manifest(build_manifest(
-                self._facts(ended_at, clean), summary, self._sink_summary(),
-                pipeline.mirror.summary() if pipeline.mirror else None), final=True)
+            pipeline.write_manifest(self._manifest(pipeline, summaries, ended_at, clean),
+                                    final=True)
         except AtfError as e:  # the one written at the start stays
             warnings.append(f"could not write the final manifest: {e}")
         self._detach()
         pipeline.close()
-        return RecordingResult(writer.path, self.pid, self.stop_reason, clean,
-                               drain.stats.events, len(self.hooked.functions), warnings)
+        return RecordingResult(pipeline.path, self.pid, self.stop_reason, clean,
+                               pipeline.events, len(self.hooked.functions), warnings)
 
-    def _facts(self, ended_at: _dt.datetime, clean: bool,
-               end_reason: str | None = None) -> RecordingFacts:
-        writer = self.pipeline.writer if self.pipeline else None
-        assert writer is not None
-        return RecordingFacts(
+    def _prepared(self) -> Pipeline:
+        """The pipeline, for what runs after prepare() (it is built there)."""
+        if self.pipeline is None:
+            raise TracerError("internal: the recording was used before prepare()")
+        return self.pipeline
+
+    def _manifest(self, pipeline: Pipeline, summaries: Summaries, ended_at: _dt.datetime,
+                  clean: bool, end_reason: str | None = None) -> dict[str, Any]:
+        arch, os_id, clock_type = pipeline.file_codes()
+        facts = RecordingFacts(
             options=self.options, target=self.target, pid=self.pid, spawned=self.spawned,
             device={"id": self.device.id, "name": self.device.name, "type": self.device.type},
-            agent=self.agent_info, arch=writer.arch, os_id=writer.os_id,
-            clock_type=writer.clock_type, transport=self.transport,
-            frida_version=frida.__version__, hooked=self.hooked.snapshot(),
-            never_matched=self.hooked.never_matched(), started_at=self.started_at,
-            ended_at=ended_at, clean=clean, end_reason=end_reason or self.stop_reason,
-            crash=self.end.crash, exit_status=self.end.exit_status, undelivered=self.undelivered,
+            agent=self.agent_info, arch=arch, os_id=os_id, clock_type=clock_type,
+            transport=self.transport, frida_version=frida.__version__,
+            hooked=self.hooked.snapshot(), never_matched=self.hooked.never_matched(),
+            started_at=self.started_at, ended_at=ended_at, clean=clean,
+            end_reason=end_reason or self.stop_reason, crash=self.end.crash,
+            exit_status=self.end.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children,
             clock_anchors=self.clock_anchors)
-
-    def _sink_summary(self) -> dict[str, Any] | None:
-        """The detail sink's summary, its function triggers named."""
-        sink = self.pipeline.sink if self.pipeline else None
-        if sink is None:
-            return None
-        summary = sink.summary()
-        for trigger in summary.get("triggers", []):
-            if "trigger_id" in trigger:
-                trigger_id = trigger.pop("trigger_id")
-                trigger["function"] = trigger["function"] or self.hooked.trigger_name(trigger_id)
-        return summary
+        return build_manifest(facts, summaries.drain, summaries.sink, summaries.transport)
 
     def _detach(self) -> None:
         try:
@@ -453,6 +397,8 @@ class Recorder:
                 pass
         if self.pipeline is not None:
             self.pipeline.close()
+        elif self.space is not None:
+            self.space.close()
 
 
 def resolve_toolchain(choice: str, device: frida.core.Device) -> str:

@@ -22,7 +22,8 @@ import frida
 from ..errors import TracerError
 from .frida_errors import FRIDA_ERRORS
 from .options import ProcessPlace, Target, TraceOptions
-from .recorder import Progress, Recorder, RecordingResult
+from .pipeline import RecordingStatus
+from .recorder import Recorder, RecordingResult
 
 
 class Recording:
@@ -78,7 +79,7 @@ class Recording:
             raise
         self.recorders.append(self.main)
 
-    def record(self, progress: Callable[[Progress], None] | None = None,
+    def record(self, progress: Callable[[RecordingStatus], None] | None = None,
                interval_s: float = 0.5) -> RecordingResult:
         """Record until every traced process has ended or a stop is asked; the target's result."""
         assert self.main is not None
@@ -124,8 +125,7 @@ class Recording:
     def main_path(self) -> Path:
         """The target's process directory (its first image's)."""
         assert self.main is not None and self.main.pipeline is not None
-        assert self.main.pipeline.writer is not None
-        return self.main.pipeline.writer.path
+        return self.main.pipeline.path
 
     def _take_held(self, live: list[Recorder]) -> None:
         """Follow (or let go) every child Frida holds for us."""
@@ -194,10 +194,10 @@ class Recording:
             except queue.Empty:
                 return
 
-    def progress(self) -> Progress:
+    def progress(self) -> RecordingStatus:
         """The status line's figures, summed over every traced process."""
         parts = [r.progress() for r in self.recorders]
-        total = Progress(time.monotonic() - self.t0, 0, 0, 0)
+        total = RecordingStatus(time.monotonic() - self.t0, 0, 0, 0)
         for p in parts:
             total.events += p.events
             total.threads += p.threads

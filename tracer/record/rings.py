@@ -1,6 +1,6 @@
 """The ring region shared with the agent: its layout, and the consumer side of each ring.
 
-The layout is defined by agent/ada_hooks.c (see the comment at its top). Its ada_layout()
+The layout is defined by agent/ada_layout.h (see the comment at its top). Its ada_layout()
 reports, by name, every field the host or the agent's JavaScript touches; the JavaScript takes
 its offsets from that report, and `check_layout` compares the whole report with the mirror
 declared here (LAYOUT), so the three cannot drift apart silently.
@@ -34,7 +34,7 @@ from ada.atf.records import walk_records
 from ..errors import TracerError
 
 
-# RegionHeader (agent/ada_hooks.c): the fields the host or the agent's JavaScript touch.
+# RegionHeader (agent/ada_layout.h): the fields the host or the agent's JavaScript touch.
 REGION_HEADER = packed_dtype([
     ("max_threads", "<u4", 12), ("index_capacity", "<u4", 16), ("detail_capacity", "<u4", 20),
     ("registered", "<u4", 24), ("overflow_threads", "<u4", 28), ("overflow_events", "<u8", 32),
@@ -123,7 +123,7 @@ def check_layout(reported: dict[str, int]) -> None:
                 for name in sorted(set(shared) | set(LAYOUT))
                 if shared.get(name) != LAYOUT.get(name)]
     if problems:
-        raise TracerError("agent/ada_hooks.c and tracer/record/rings.py disagree on the ring "
+        raise TracerError("agent/ada_layout.h and tracer/record/rings.py disagree on the ring "
                           "region: " + "; ".join(problems))
 
 

@@ -7,8 +7,9 @@ Anywhere the host cannot map the target's memory (USB, -H, a remote frida-server
 --transport rpc): the agent keeps the same region in its own memory, and RpcMirror keeps a local
 copy of it. Each `sync()` is one `pull` RPC: it hands the agent the tails the drain has consumed
 (the back-pressure producers wait on) and the slots it freed, and copies back the header, the
-slot controls and the new ring bytes, placed where they sit in the region. The drain then reads the mirror exactly as it
-reads a local mapping, so the files cannot depend on the transport.
+slot controls and the new ring bytes, placed where they sit in the region. The drain then
+reads the mirror exactly as it reads a local mapping, so the files cannot depend on the
+transport.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..errors import TracerError
 from .frida_errors import FRIDA_ERRORS, describe_frida_error
 from .rings import SLOT_SIZE, SLOTS_OFFSET, RegionGeometry, RingReader
 
-# What one `pull` returns (built by pull() in agent/ada_agent.js, which is handed PULL_FORMAT):
+# What one `pull` returns (built by pull() in agent/ada_transport.js, handed PULL_FORMAT):
 # PULL_PREFIX {u32 magic, u32 segments, u32 registered slots, u32 segment table capacity}, the
 # header page and the registered slots' controls as they sit in the region, the segment table,
 # then the ring bytes each segment names (lane 0 index, 1 detail; start is the ring cursor).
