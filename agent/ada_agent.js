@@ -1,7 +1,7 @@
 'use strict';
 /*
  * ada agent: the one-time work inside the target. This file, the last of the agent's
- * (AGENT_SCRIPTS in tracer/record/pipeline.py: joined in that order into one script, no
+ * (AGENT_SCRIPTS in tracer/record/agent_code.py: joined in that order into one script, no
  * bundler), wires the others together: the AdaAgent class (its state, and init(): the
  * platform and the compiled hot path, the ring region, the hook engine), the methods the
  * other files give it (AgentClock in ada_platform.js, AgentHooking in ada_hooking.js,

@@ -6,7 +6,7 @@
  * tracer/record/rings.py and checks it, at start-up, against ada_layout() (ada_control.c).
  *
  * The hot path is these files, compiled as ONE translation unit: the host joins them in
- * the order of HOT_PATH_SOURCES (tracer/record/pipeline.py: ada_layout.h, ada_platform.c,
+ * the order of HOT_PATH_SOURCES (tracer/record/agent_code.py: ada_layout.h, ada_platform.c,
  * ada_control.c, ada_rings.c, ada_interceptor.c, ada_inline.c, ada_watch.c) into the one
  * source the agent hands to CModule. Nothing is #included and no file compiles alone, so
  * nothing is lost to inlining across files; each may use what the files before it define.

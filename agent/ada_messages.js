@@ -1,8 +1,8 @@
 'use strict';
 /*
  * ada agent, the messages: every message the agent and the host exchange over Frida's
- * channel, named once here (the host's side is tracer/record/recorder.py). First of the
- * agent's files (AGENT_SCRIPTS in tracer/record/pipeline.py joins them, in order, into one
+ * channel, named once here (the host's side is tracer/record/protocol.py). First of the
+ * agent's files (AGENT_SCRIPTS in tracer/record/agent_code.py joins them, in order, into one
  * script), so that every later one can use MESSAGES.
  *
  * Sent by the agent, as send({type, ...payload}, data):

@@ -1,9 +1,10 @@
 """FakeAgent: the agent's side of the ring region, played in an ordinary buffer (no Frida).
 
 It writes what the hot path (agent/ada_rings.c) writes, where the layout says
-(tracer.record.rings names every field): thread slots, index events at the ring's head, detail records at the detail head
-(wrapping), drops, trigger entries committed in order, clock pairs. And it builds the buffer of
-the RPC transport's `pull` as agent/ada_transport.js does. The drain, the detail sinks, the RPC
+(tracer.record.rings names every field): thread slots, index events at the ring's head,
+detail records at the detail head (wrapping), drops, trigger entries committed in order,
+clock pairs. And it builds the buffer of the RPC transport's `pull` as agent/ada_transport.js
+does. The drain, the detail sinks, the RPC
 mirror and the manifest are tested against it, and scripts/bench_drain.py times the drain with it.
 """
 

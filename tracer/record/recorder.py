@@ -1,7 +1,9 @@
-"""Recorder: attach or spawn, hook, drain into ATF files, stop, finalize.
+"""Recorder: the Frida side of recording one process: attach or spawn, load the agent, hook,
+the agent's messages, stop, finalize.
 
-The engine behind `ada trace`, kept apart from the CLI (which only parses,
-wires and reports). Data flows one way: C hook -> ring -> Drain -> writers.
+The engine behind `ada trace`, kept apart from the CLI (which only parses, wires and
+reports). The data's way (C hook -> ring -> Drain -> writers) and its state belong to the
+Pipeline (pipeline.py), which the recorder builds once the agent is configured and asks.
 Whatever ends a recording (Ctrl-C, SIGTERM, --duration, the target exiting or
 crashing, an error) goes through the same stop path, so what was recorded is
 always drained, finalized and described in manifest.json.

@@ -4,7 +4,7 @@
 exclude whole modules, -a MODULE!OFFSET one address, -s [MODULE!]GLOB functions
 from the symbol table (exported or not), -m/-M "-[Class selector]" include/exclude
 Objective-C methods (globs allowed, as frida-trace takes them). The agent applies
-them in order, each adding to or removing from the set (agent/ada_selection.js, ada_hooking.js).
+them in order, each adding to or removing from the set (agent/ada_selection.js).
 """
 
 from __future__ import annotations
