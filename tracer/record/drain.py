@@ -125,15 +125,17 @@ class Drain(threading.Thread):
             head, tail = rings.head(slot), binding.tail
             if head != tail:
                 writer = self.thread_writers[binding.thread]
-                for part in rings.events(slot, tail, head):
+                for part in rings.events(slot, tail, head):  # two parts where the ring wraps
                     if clock is not None:
                         clock.convert(part["timestamp_ns"])
                     writer.append_index(part)
-                binding.tail = head
+                    # Counted part by part: when the second write fails (a full disk), the
+                    # count, the tail and the file still agree on what was kept.
+                    binding.tail += len(part)
+                    self.stats.events += len(part)
                 rings.set_tail(slot, head)
                 moved += head - tail
             self.counts[binding.thread].drops = rings.drops(slot)
-        self.stats.events += moved
         self.stats.threads = len(self.thread_writers)
         if self.sink is not None:
             moved += self._drain_detail()
