@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,13 @@ class Manifest:
         return self.tool == "ada"
 
     def thread(self, thread_id: int) -> ThreadEntry | None:
-        for t in self.threads or []:
-            if t.id == thread_id:
-                return t
-        return None
+        """The entry of thread_N, or None: a lookup, so asking for each of many threads
+        stays linear."""
+        return self._threads_by_id.get(thread_id)
+
+    @cached_property
+    def _threads_by_id(self) -> dict[int, ThreadEntry]:
+        return {t.id: t for t in self.threads or []}
 
     def symbol_names(self) -> dict[int, str]:
         """function_id -> name (the first entry of an id listed twice)."""

@@ -323,14 +323,13 @@ def _verify_process(process_dir: Path, report: VerifyReport) -> None:
                        "thread directory not listed in manifest.json")
     if not ids and not on_disk and manifest is None:  # a manifest may say no thread ran
         report.add(process_dir, None, "session has no threads")
-    entries = {t.id: t for t in (manifest.threads or [])} if manifest is not None else {}
     present = set(on_disk)
     for tid in ids:
         if tid not in present:
             continue
         thread_dir = process_dir / f"thread_{tid}"
         counts = _verify_thread(thread_dir, report)
-        entry = entries.get(tid)
+        entry = manifest.thread(tid) if manifest is not None else None
         if counts and entry:
             _check_manifest_thread(entry, counts, thread_dir, process_dir / MANIFEST, report)
 
