@@ -27,7 +27,8 @@ def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain, engin
     pairs = [(t.index[i], t.get_detail_for(i)) for i in range(6)]
     calls = [d for e, d in pairs if e.event_kind == F.EVENT_CALL]
     returns = [d for e, d in pairs if e.event_kind == F.EVENT_RETURN]
-    assert [(d.registers["rdi"], d.registers["rsi"]) for d in calls] == \
+    first, second = F.REGISTER_NAMES[t.index.arch][:2]  # rdi rsi (x86_64), x0 x1 (arm64)
+    assert [(d.registers[first], d.registers[second]) for d in calls] == \
         [(3, 4), (100, 23), ((-5) & (2**64 - 1), 1000000007)]
     assert [d.return_value for d in returns] == [7, 123, 1000000002]
     for (e, d) in pairs:
@@ -36,11 +37,12 @@ def test_registers_return_value_and_stack(tmp_path, target_bin, toolchain, engin
                                 else F.DETAIL_FUNCTION_RETURN)
         assert local - 65536 < d.sp < local, "sp lies on main's stack, below its local"
         assert len(d.stack) == 64 and not d.stack_truncated
-        assert int.from_bytes(d.stack[:8], "little") == d.lr  # x86_64: [sp] = return address
+        if t.index.arch == F.ARCH_X86_64:  # [sp] = the return address (arm64: lr holds it)
+            assert int.from_bytes(d.stack[:8], "little") == d.lr
     assert s.manifest.document["detail"]["mode"] == "always"
     assert s.manifest.document["threads"][0]["detail_events"] == 6
     dump = run_ada("dump", s.path, "--detail").stdout
-    assert "rdi=0x3  rsi=0x4" in dump and "return=0x7" in dump
+    assert f"{first}=0x3  {second}=0x4" in dump and "return=0x7" in dump
     assert_verify_clean(s.path)
 
 
@@ -189,7 +191,8 @@ def test_detail_through_a_tiny_wrapping_ring(tmp_path, target_bin, io, engine):
                  "--detail", "--detail-ring-kb", "4", "--detail-io", io)
     t = s.threads[0]
     assert len(t.index) == len(t.detail) == 2 * n
-    assert [t.get_detail_for(i).registers["rdi"] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
+    first = F.REGISTER_NAMES[t.index.arch][0]  # rdi (x86_64), x0 (arm64)
+    assert [t.get_detail_for(i).registers[first] for i in (0, 2, 2 * n - 2)] == [0, 1, n - 1]
     assert s.manifest.document["detail"]["io"] == io
     assert s.manifest.document["threads"][0]["detail_direct_from"] == \
         (F.HEADER_SIZE if io == "direct" and o_direct_works(tmp_path) else None)

@@ -119,7 +119,11 @@ def test_remote_device_on_loopback_delivers_everything_at_the_end(tmp_path, targ
     assert s.manifest.document["device"]["type"] == "remote"
     assert s.manifest.document["transport"]["kind"] == "rpc"
     work = function_events(s, "work")
-    assert sorted(len(ev) for ev in work.values()) == [2 * calls] * max(threads, 1)
+    m = s.manifest.document
+    assert sorted(len(ev) for ev in work.values()) == [2 * calls] * max(threads, 1), \
+        (stderr, m["end"], m["drops"], m["transport"],
+         {t: np.flatnonzero(ev["event_kind"][1:] == ev["event_kind"][:-1])[:4].tolist()
+          for t, ev in work.items()})
     for ev in work.values():
         assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], calls))
     end = s.manifest.document["end"]

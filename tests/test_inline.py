@@ -4,16 +4,21 @@ exceptions and longjmp through hooked calls, and a call still open when ada leav
 ordinary recording tests run with both engines (the `engine` fixture)."""
 
 import json
+import platform
 import subprocess
 import time
 
 import numpy as np
+import pytest
 
 from ada.atf import format as F
 from helpers import (assert_balanced, assert_verify_clean, function_events, read_line,
                      trace_session as trace)
 
 INLINE = ("--hook-engine", "inline")
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
+                                reason="the inline engine is x86_64 only (its arm64 port: "
+                                       "docs/recording.md)")
 
 
 def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin):

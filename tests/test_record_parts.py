@@ -7,6 +7,7 @@ others) run the same parts behind a real agent in real processes.
 """
 
 import datetime as dt
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +28,7 @@ from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
                                      check_layout, clock_ns)
-from ada.tracer.record.transport import RpcMirror
+from ada.tracer.record.transport import PULL_SECONDS, RpcMirror
 from fake_region import FakeAgent, detail_records, index_events
 
 STACK = 32
@@ -432,6 +433,33 @@ def test_rpc_pulls_within_their_budget_lose_nothing(tmp_path):
         agent.emit(slot, ev[lo:lo + 15])
         drain_until_quiet(drain)
     assert mirror.pulls >= 10
+    s = finish(drain, writer)
+    assert np.array_equal(s.threads[0].index.events, ev)
+
+
+def test_rpc_pulls_shrink_to_what_a_slow_link_moves_in_a_quarter_second(tmp_path):
+    """A pull that took long (a slow link) makes the next ones smaller, so the agent's
+    heartbeat, renewed at each pull, never looks like a host gone (producers would drop)."""
+    geometry = RegionGeometry(max_threads=1, index_capacity=16384)  # 512 KiB: one pull measures
+    agent = FakeAgent(geometry)
+    asked = []
+
+    def slow_pull(tails, budget, freed=()):
+        asked.append(budget)
+        time.sleep(0.2)  # the link: 0.2 s a pull, at most 2.6 MB/s for a full ring
+        return agent.pull(tails, budget, freed)
+
+    mirror = RpcMirror(SimpleNamespace(exports_sync=SimpleNamespace(pull=slow_pull)), geometry,
+                       budget=64 << 20)
+    drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
+    slot = agent.register(501)
+    ev = index_events(2 * geometry.index_capacity, tid=501, first_ts=1000)
+    for lo in (0, geometry.index_capacity):
+        agent.emit(slot, ev[lo:lo + geometry.index_capacity])
+        drain_until_quiet(drain)
+    assert asked[0] == 64 << 20 and mirror.link_rate is not None
+    assert mirror.link_rate * PULL_SECONDS < mirror.floor == 1 << 20
+    assert asked[-1] == mirror.floor  # a 1 MiB pull at most: 0.4 s on this link, not 25 s
     s = finish(drain, writer)
     assert np.array_equal(s.threads[0].index.events, ev)
 

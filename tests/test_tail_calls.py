@@ -8,6 +8,7 @@ as a later event shows it gone."""
 
 from __future__ import annotations
 
+import platform
 import re
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from helpers import assert_balanced, assert_verify_clean, index_events as events
 
 C, R, X = "CALL", "RETURN", "EXCEPTION"
 
+# The instructions of a jump and of a call, as objdump spells them: x86_64 (jmp, call), arm64 (b, bl).
+JUMP, CALL = ("b", "bl") if platform.machine() in ("aarch64", "arm64") else ("jmp", "call")
 # (function, the function it ends by jumping to): the tail calls gcc -O2 must emit.
 JUMPS = [("mid", "leaf"), ("via_relay", "relay"), ("relay", "leaf"), ("chain_a", "chain_b"),
          ("chain_b", "chain_c"), ("jmid", "jleaf"), ("hop", "rec"), ("ping", "pong"),
@@ -33,7 +36,7 @@ CALLS = [("top", "mid"), ("top_relay", "via_relay"), ("top_chain", "chain_a"),
 
 @pytest.fixture(scope="module")
 def tail_calls(tmp_path_factory):
-    """tests/targets/tail_calls.c built with gcc -O2, its tail calls checked to be `jmp`s."""
+    """tests/targets/tail_calls.c built with gcc -O2, its tail calls checked to be jumps."""
     if shutil.which("objdump") is None:
         pytest.fail("objdump (binutils) is required to check the target's tail calls")
     exe = tmp_path_factory.mktemp("tail_calls") / "tail_calls"
@@ -43,10 +46,10 @@ def tail_calls(tmp_path_factory):
                           capture_output=True, text=True).stdout
     bodies = dict(re.findall(r"^[0-9a-f]+ <(\w+)>:\n(.*?)(?:\n\n|\Z)", text, re.M | re.S))
     for f, g in JUMPS:
-        assert re.search(rf"\sjmp\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} does not jmp to {g}"
-        assert not re.search(rf"\scall\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} calls {g}"
+        assert re.search(rf"\s{JUMP}\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} does not {JUMP} to {g}"
+        assert not re.search(rf"\s{CALL}\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} calls {g}"
     for f, g in CALLS:
-        assert re.search(rf"\scall\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} does not call {g}"
+        assert re.search(rf"\s{CALL}\s+[0-9a-f]+ <{g}>", bodies[f]), f"{f} does not {CALL} {g}"
     return exe
 
 

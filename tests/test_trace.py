@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -117,10 +118,11 @@ def churn_expectation(out):
     return expected
 
 
-@pytest.mark.parametrize("threads,at_once", [(3000, 1), (300, 300)],
-                         ids=["3000-one-after-another", "300-at-once"])
+@pytest.mark.parametrize("threads,at_once", [(3000, 1), (300, 200)],
+                         ids=["3000-one-after-another", "300-in-batches-of-200"])
 def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_once, engine):
-    """More threads over the run than --max-threads: ended threads give their rings back."""
+    """More threads over the run than --max-threads, never more than it alive at once (each
+    batch is joined before the next starts): ended threads give their rings back."""
     s, out = trace(tmp_path, *engine,
                    "-f", target_bin("churn"), threads, at_once, "-i", "churn!work",
                    "--max-threads", 256, timeout=240, quiet=False)
@@ -327,6 +329,12 @@ def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path
     named once, in Frida's words."""
     s, out = trace(tmp_path, *engine, "-f", target_bin("too_short"), "50", "-i", "too_short!tiny",
                    "-i", "too_short!work")
+    if platform.machine() == "aarch64":
+        # arm64: the Interceptor patches with one 4-byte `b` to a trampoline it places within
+        # +-128 MB, so even this two-instruction function is hooked: traced, nothing to name
+        assert "warning" not in out.stderr, out.stderr
+        assert [len(function_events(s, f)[0]) for f in ("tiny", "work")] == [100, 100]
+        return
     warnings = [line for line in out.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "cannot hook tiny in too_short" in warnings[0], out.stderr
     assert "too short" in warnings[0] and "the other functions are traced" in warnings[0]

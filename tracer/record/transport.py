@@ -14,6 +14,8 @@ transport.
 
 from __future__ import annotations
 
+import mmap
+import sys
 import threading
 import time
 from typing import Any
@@ -42,6 +44,11 @@ PULL_FORMAT = {"magic": PULL_MAGIC,
                "segmentBytes": SEGMENT.itemsize,
                "segment": {name: SEGMENT.fields[name][1] for name in SEGMENT.names}}
 DEFAULT_BUDGET = 16 << 20
+# One pull is sized to take about this long at the link's measured rate. Producers waiting for
+# room give up (and count drops) when the agent's heartbeat, renewed at each pull, is older than
+# --stall (2 s): on a slow link (2 MB/s to an emulated arm64 machine) a 16 MB pull took 8 s.
+PULL_SECONDS = 0.25
+RATE_SAMPLE_BYTES = 256 << 10  # pulls smaller than this say more about latency than the link
 
 
 def resolve_transport(choice: str, device: frida.core.Device) -> str:
@@ -55,17 +62,35 @@ def resolve_transport(choice: str, device: frida.core.Device) -> str:
     return choice
 
 
+def lazy_zeros(size: int) -> np.ndarray:
+    """`size` zero bytes, backed only where written: anonymous memory mapped without a swap
+    reservation, so a region larger than this machine's free memory (1024 threads' rings are
+    5 GiB with the detail lane) still maps where np.zeros is refused by the kernel's
+    overcommit check (a 4 GiB arm64 machine refused it)."""
+    # Python 3.11's mmap module has no MAP_NORESERVE: Linux's value (x86_64 and arm64 alike)
+    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve
+    try:
+        return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
+    except (OSError, ValueError) as e:
+        raise TracerError(f"cannot map {size / (1 << 30):.1f} GiB for the rpc transport's copy "
+                          f"of the rings ({e}): lower --max-threads, --ring-kb or "
+                          f"--detail-ring-kb") from None
+
+
 class RpcMirror:
     """The RPC transport: a local mirror of the agent's ring region."""
 
     def __init__(self, script: Any, geometry: RegionGeometry, budget: int = DEFAULT_BUDGET) -> None:
         self.script = script
         self.g = geometry
-        # np.zeros maps pages lazily: only the parts of rings actually used take memory.
-        self.buf = np.zeros(geometry.size, dtype=np.uint8)
+        self.buf = lazy_zeros(geometry.size)
         self.reader = RingReader(self.buf, geometry)
         self.reader.on_free = self._freed_slot
-        self.budget = max(budget, geometry.detail_capacity + (1 << 20))
+        # A slot's detail records go whole or wait: a pull must have room for a full detail ring.
+        self.floor = geometry.detail_capacity + (1 << 20)
+        self.budget = max(budget, self.floor)  # the most one pull asks for
+        self.link_rate: float | None = None  # bytes/s of the recent pulls that measured it
         self._pushed: dict[int, tuple[int, int]] = {}
         self._freed: list[int] = []  # slots the drain freed, for the agent to free in turn
         self.bytes = 0
@@ -101,12 +126,26 @@ class RpcMirror:
         if finals or self.lost is not None:
             return received
         freed, self._freed = self._freed, []
+        started = time.monotonic()
         try:
-            data = self.script.exports_sync.pull(self._tails_to_push(), self.budget, freed)
+            data = self.script.exports_sync.pull(self._tails_to_push(), self.next_budget(), freed)
         except FRIDA_ERRORS as e:
             self.lost = describe_frida_error(e)
             return 0
+        self._measure(len(data), time.monotonic() - started)
         return self._apply(np.frombuffer(data, dtype=np.uint8))
+
+    def next_budget(self) -> int:
+        """Bytes the next pull may carry: what the link moves in PULL_SECONDS, between the
+        floor (a detail ring and 1 MiB) and the budget."""
+        if self.link_rate is None:
+            return self.budget
+        return int(min(self.budget, max(self.floor, self.link_rate * PULL_SECONDS)))
+
+    def _measure(self, size: int, seconds: float) -> None:
+        if size >= RATE_SAMPLE_BYTES and seconds > 0:
+            rate = size / seconds
+            self.link_rate = rate if self.link_rate is None else (self.link_rate + rate) / 2
 
     def _apply(self, raw: np.ndarray) -> int:
         """Place one pull's bytes where they sit in the region; returns the ring bytes placed."""

@@ -1,0 +1,36 @@
+"""arm64, from this x86_64 machine: scripts/arm64.sh boots the emulated arm64 Linux machine (the
+first run builds its image, about 6 minutes, then cached), and a smoke subset of the arm64 tests
+runs inside it with this checkout: the detail lane's registers (x0-x7, x0 on return, lr, fp, sp)
+with gcc and TinyCC, tail calls as `b`, exact counts over shm and rpc. The whole subset,
+`bash scripts/arm64.sh` (about 40 minutes under emulation), is run before an arm64 change is
+called done (docs/platforms.md)."""
+
+import os
+import platform
+import re
+import subprocess
+
+import pytest
+
+from helpers import ROOT
+
+SMOKE = ["tests/test_registers.py", "tests/test_tail_calls.py",
+         "tests/test_devices.py::test_local_transports_give_the_same_exact_counts",
+         "-k", "not inline"]
+
+
+@pytest.mark.timeout(2400)
+def test_the_smoke_subset_passes_on_the_emulated_arm64_machine():
+    if platform.machine() != "x86_64":
+        pytest.skip("the arm64 guest is started from an x86_64 host")
+    if os.geteuid() != 0:
+        pytest.fail("scripts/arm64.sh needs root (debootstrap, binfmt_misc) to build its image")
+    out = subprocess.run(["bash", "scripts/arm64.sh", "--timeout", "1800", "bash",
+                          "scripts/arm64-tests.sh", *SMOKE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=2300, env={**os.environ, "PY_COLORS": "0"})
+    print(out.stdout[-8000:], out.stderr[-4000:])
+    assert out.returncode == 0, "the arm64 smoke subset failed in the guest (output above)"
+    assert "arm64 guest up: Linux" in out.stdout
+    passed = re.search(r"(\d+) passed", out.stdout)
+    assert passed and int(passed.group(1)) >= 8, "the guest ran fewer tests than the subset has"
+    assert " failed" not in out.stdout
