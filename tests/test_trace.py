@@ -121,17 +121,27 @@ def churn_expectation(out):
 @pytest.mark.parametrize("threads,at_once", [(3000, 1), (300, 200)],
                          ids=["3000-one-after-another", "300-in-batches-of-200"])
 def test_thread_churn_records_every_thread(tmp_path, target_bin, threads, at_once, engine):
-    """More threads over the run than --max-threads, never more than it alive at once (each
-    batch is joined before the next starts): ended threads give their rings back."""
+    """More threads over the run than --max-threads (256): an ended thread gives its ring back
+    once the host has drained it. One after another, every thread is recorded. In batches of
+    200 (each joined before the next starts), a thread of the second batch finds a ring only if
+    the host has freed one of the first batch's by then: on a slow machine (the emulated arm64
+    one) some do not, and their events are counted as dropped, never lost in silence."""
     s, out = trace(tmp_path, *engine,
                    "-f", target_bin("churn"), threads, at_once, "-i", "churn!work",
                    "--max-threads", 256, timeout=240, quiet=False)
     expected = churn_expectation(out)
     assert len(expected) == threads
-    assert {t.thread_id: len(t.index) for t in s.threads} == expected
-    assert s.manifest.document["drops"]["overflow_threads"] == 0
+    recorded = {t.thread_id: len(t.index) for t in s.threads}
+    assert all(expected[tid] == n for tid, n in recorded.items())  # each recorded one whole
+    drops = s.manifest.document["drops"]
+    assert sum(recorded.values()) + drops["overflow_events"] == sum(expected.values())
     assert max(t["slot"] for t in s.manifest.document["threads"]) < 256
-    assert ", 0 dropped" in out.stderr.splitlines()[-1]
+    last = out.stderr.splitlines()[-1]
+    assert f", {drops['overflow_events']:,} dropped" in last, last
+    if at_once == 1:
+        assert len(recorded) == threads and drops["overflow_threads"] == 0
+    else:
+        assert len(recorded) >= at_once  # the first batch finds every ring free
     assert_verify_clean(s.path)
 
 
