@@ -4,7 +4,7 @@
  * (ada_selection.js) applied to the modules present at start (resolve) and to each one
  * that loads later (the module observer, reported to the host as it happens); ids for the
  * functions found; the hot path's table of hooked addresses; attaching the C callbacks
- * through Frida's Interceptor or the inline engine (ada_inline_x64.js, chosen by
+ * through Frida's Interceptor or the inline engine (ada_inline_<arch>.js, chosen by
  * inlineEngine); the runtime's functions ada watches (std::terminate, and the unwinder's
  * for the inline engine); and taking the inline engine's hooks out when ada stops.
  */
@@ -16,10 +16,12 @@ function inlineEngine(cm, layout, state, mapFlags) {
   if (Process.arch === 'x64' && shadowStacksOn())
     throw new Error('--hook-engine inline cannot run in a process with CET shadow stacks on ' +
                     '(it redirects return addresses): use --hook-engine frida');
-  if (Process.arch === 'x64' && typeof InlineHooksX64 !== 'undefined')
+  if (Process.arch === 'x64')
     return new InlineHooksX64(cm, layout, state, mapFlags);
-  throw new Error(`--hook-engine inline is not available on ${Process.arch} yet ` +
-                  '(x86_64 only): use --hook-engine frida');
+  if (Process.arch === 'arm64' && Process.platform === 'linux')
+    return new InlineHooksArm64(cm, layout, state, mapFlags);
+  throw new Error(`--hook-engine inline is not available on ${Process.platform} ${Process.arch} ` +
+                  '(x86_64, and arm64 on Linux and Android): use --hook-engine frida');
 }
 
 /* Linux 6.6+ says so in /proc/self/status ("x86_Thread_features: shstk ..."). */

@@ -1,6 +1,6 @@
 /*
- * ada_inline.c: the inline engine's C half (--hook-engine inline; x86_64 only, the whole
- * file is under ADA_INLINE_AVAILABLE). The stubs ada_inline_x64.js writes call
+ * ada_inline.c: the inline engine's C half (--hook-engine inline; x86_64, and arm64 on
+ * Linux; the whole file is under ADA_INLINE_AVAILABLE). The stubs ada_inline_<arch>.js write call
  * ada_inline_enter and ada_inline_leave; each thread's inline shadow stack holds the real
  * return addresses; ada_inline_unwinding and ada_inline_caught let a C++ exception unwind
  * through hooked calls.
@@ -9,7 +9,7 @@
 #ifdef ADA_INLINE_AVAILABLE
 /*
  * The inline hook engine (--hook-engine inline; the stubs are written by
- * agent/ada_inline_x64.js). A hooked function's first instructions jump to its
+ * agent/ada_inline_x64.js and ada_inline_arm64.js). A hooked function's first instructions jump to its
  * entry stub, which saves the argument registers, calls ada_inline_enter, restores
  * them and runs the relocated first instructions. ada_inline_enter records the CALL,
  * pushes (sp, return address, function_id) on the thread's inline shadow stack and
@@ -114,7 +114,7 @@ void
 ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
 {
   AdaState * s = &ada_state;
-  guint64 now, sp = (guint64) (gsize) &frame[ADA_ENTRY_RET], ret = frame[ADA_ENTRY_RET];
+  guint64 now, sp = ADA_INLINE_SP (&frame[ADA_ENTRY_RET]), ret = frame[ADA_ENTRY_RET];
   ThreadState * t;
   InlineStack * st;
   InlineEntry * e;
@@ -191,11 +191,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   else
   {
     AdaRegs r;
-    r.regs[0] = frame[ADA_ENTRY_RDI]; r.regs[1] = frame[ADA_ENTRY_RSI];
-    r.regs[2] = frame[ADA_ENTRY_RDX]; r.regs[3] = frame[ADA_ENTRY_RCX];
-    r.regs[4] = frame[ADA_ENTRY_R8]; r.regs[5] = frame[ADA_ENTRY_R9];
-    r.regs[6] = frame[ADA_ENTRY_RAX]; r.regs[7] = frame[ADA_ENTRY_R10];
-    r.fp = frame[ADA_ENTRY_RBP];
+    ADA_INLINE_ENTRY_REGS (&r, frame);
     r.sp = sp;
     ada_emit_with_detail (t, &r, function_address, now, function_id, ADA_EVENT_CALL,
         (guint32) n, ret);  /* its stack window still shows the real return address */
@@ -210,7 +206,7 @@ guint64
 ada_inline_leave (guint64 * frame)
 {
   AdaState * s = &ada_state;
-  guint64 now, sp = (guint64) (gsize) &frame[ADA_EXIT_RET], ret, fid, n, i;
+  guint64 now, sp = ADA_INLINE_SP (&frame[ADA_EXIT_RET]), ret, fid, n, i;
   ThreadState * t;
   InlineStack * st;
 
@@ -255,9 +251,7 @@ ada_inline_leave (guint64 * frame)
     guint32 k;
     for (k = 0; k < 8; k++)
       r.regs[k] = 0;
-    r.regs[2] = frame[ADA_EXIT_RDX];
-    r.regs[6] = frame[ADA_EXIT_RAX];
-    r.fp = frame[ADA_EXIT_RBP];
+    ADA_INLINE_EXIT_REGS (&r, frame);
     r.sp = sp;
     ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ret);
   }
@@ -282,14 +276,54 @@ ada_inline_thread (void)
   return t != NULL && !t->overflowed && t->inline_stack != NULL && !t->busy ? t : NULL;
 }
 
+#ifdef ADA_INLINE_RET_IN_STACK
+/* x86_64: the call's return address is in the stack, at the sp it entered with. */
+static gboolean
+ada_inline_swap_slot (const InlineEntry * e, guint64 lo, guint64 from, guint64 to)
+{
+  volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
+
+  (void) lo;
+  if (*slot != from)
+    return FALSE;
+  *slot = to;
+  return TRUE;
+}
+#else
+/* arm64: the function saved its x30 (the exit stub) where its own code chose, in its frame:
+ * between the sp it entered with and `lo`, the sp of the next open call (or the unwinder's;
+ * 0: on another stack).
+ * Every word there that holds `from` becomes `to` (a stale copy in a local not yet written
+ * changes too, which the program cannot tell). */
+static gboolean
+ada_inline_swap_slot (const InlineEntry * e, guint64 lo, guint64 from, guint64 to)
+{
+  volatile guint64 * p;
+  gboolean found = FALSE;
+
+  if (lo == 0 || lo >= e->sp)
+    return FALSE;
+  for (p = (volatile guint64 *) (gsize) (lo & ~(guint64) 7); (guint64) (gsize) p < e->sp; p++)
+  {
+    if (*p == from)
+    {
+      *p = to;
+      found = TRUE;
+    }
+  }
+  return found;
+}
+#endif
+
 /* Calls below the stack pointer are gone; the open ones get their real return address
- * back (`unwinding`) or the exit stub again. */
+ * back (`unwinding`) or the exit stub again. A tail call's entries share one sp and one
+ * saved return address: the call that jumped owns it. */
 static void
 ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
 {
   ThreadState * t = ada_inline_thread ();
   InlineStack * st;
-  guint64 now, i, keep;
+  guint64 now, i, j, keep, sp;
 
   if (t == NULL)
     return;
@@ -297,20 +331,32 @@ ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
   ADA_COMPILER_BARRIER ();
   ADA_NOW (now);
   st = t->inline_stack;
-  keep = ada_inline_live (t, st, ADA_SP (ic), 0);
+  sp = ADA_SP (ic);
+  keep = ada_inline_live (t, st, sp, 0);
   if (keep < st->len)
     ada_inline_drop (t, st, keep, now);
   for (i = 0; i < keep; i++)
   {
     InlineEntry * e = &st->entries[i];
-    volatile guint64 * slot = (volatile guint64 *) (gsize) e->sp;
-    if (unwinding && !e->unwinding && *slot == ada_state.inline_exit)
-      *slot = e->ret;
-    else if (!unwinding && e->unwinding && *slot == e->ret)
-      *slot = ada_state.inline_exit;
-    else
+    guint64 lo = ada_same_stack (t, e->sp, sp) ? sp : 0;
+    gboolean swapped;
+
+    if (e->ret == ada_state.inline_exit || e->unwinding == (guint64) unwinding)
       continue;
-    e->unwinding = unwinding;
+    for (j = i + 1; j < keep; j++)  /* the next open call's frame lies below this one's */
+    {
+      if (st->entries[j].sp < e->sp && ada_same_stack (t, e->sp, st->entries[j].sp))
+      {
+        lo = st->entries[j].sp;
+        break;
+      }
+    }
+    if (unwinding)
+      swapped = ada_inline_swap_slot (e, lo, ada_state.inline_exit, e->ret);
+    else
+      swapped = ada_inline_swap_slot (e, lo, e->ret, ada_state.inline_exit);
+    if (swapped)
+      e->unwinding = unwinding;
   }
   ADA_COMPILER_BARRIER ();
   t->busy = 0;

@@ -1,8 +1,8 @@
 'use strict';
 /*
- * ada's inline hook engine, x86_64 part (--hook-engine inline). The platform-neutral
- * half is in ada_inline.c (ada_inline_enter / ada_inline_leave); an arm64 port is a
- * file like this one (see docs/recording.md, "The inline hook engine").
+ * ada's inline hook engine, x86_64 part (--hook-engine inline): the stubs, on the shared
+ * InlineHooks (ada_inline.js). The platform-neutral C half is in ada_inline.c
+ * (ada_inline_enter / ada_inline_leave).
  *
  * Per hooked function, in pages ada maps near it (a 5-byte jmp reaches them):
  *   entry stub   push every caller-saved register and rbp, align the stack, save
@@ -16,17 +16,8 @@
  * returns to it. All caller-saved registers, not just the arguments and results: gcc
  * (-fipa-ra) keeps a caller's values in registers a callee it knows leaves alone, and
  * (stack alignment propagation) calls such a callee with the stack misaligned.
- *
- * The stubs reach the C code through a vector in a page of their own (enter, leave).
- * When ada leaves, the vector is pointed at code written here that needs nothing of
- * the agent (enter: do nothing; leave: pop the thread's shadow-stack entry, found
- * through the pthread key the hot path set, and return there), and the pages are never
- * unmapped: a thread still inside a hooked function returns safely after ada is gone.
  */
 
-const PAGE_RX = 5;        /* PROT_READ | PROT_EXEC */
-const PAGE_RW = 3;
-const ARENA_BYTES = 256 * 1024;
 const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jmp back */
 const JMP_BYTES = 5;      /* jmp rel32 */
 const NEAR = 0x7ff00000;  /* a rel32 jump's reach, with room to spare */
@@ -75,111 +66,11 @@ function putRestore(w, saved) {
     w.putPopReg(reg);
 }
 
-/*
- * [start, end) of the mapping that holds `address`. Frida hides its own memory from
- * Process.findRangeByAddress, so on Linux this reads /proc/self/maps; elsewhere null (then
- * ada's own calls into hooked functions are counted with the skipped ones).
- */
-function mappingOf(address) {
-  let maps;
-  try {
-    maps = File.readAllText('/proc/self/maps');
-  } catch (e) {
-    return null;
-  }
-  for (const line of maps.split('\n')) {
-    const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
-    if (m === null)
-      continue;
-    const start = ptr('0x' + m[1]), end = ptr('0x' + m[2]);
-    if (address.compare(start) >= 0 && address.compare(end) < 0)
-      return [start, end];
-  }
-  return null;
-}
-
-class InlineHooksX64 {
+class InlineHooksX64 extends InlineHooks {
   /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
   constructor(cm, layout, state, mapFlags) {
-    if (layout['agent.inline_entry_ret'] !== ENTRY_RET || layout['agent.inline_exit_ret'] !== EXIT_RET)
-      throw new Error('ada_platform.c and ada_inline_x64.js disagree on the inline stub frames');
-    this.layout = layout;
-    this.mapFlags = mapFlags;
-    this.mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-    this.munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int',
-      ['pointer', 'size_t']);
-    this.arenas = [];
-    this.hooks = [];   /* {target, original bytes} of every patched function */
-    this.vector = this._map(NULL, Process.pageSize, PAGE_RW);
-    this.vector.writePointer(cm.ada_inline_enter);
-    this.vector.add(8).writePointer(cm.ada_inline_leave);
-    this.exitStub = this._writeExitStub();
-    this.detached = this._writeDetachedCode(state);
-    state.add(layout['agent.state_inline_exit']).writePointer(this.exitStub);
-    /* ada's own code, whose calls into hooked functions are not the program's */
-    const frida = new NativeFunction(cm.ada_frida_code, 'pointer', [])();
-    [cm.ada_inline_enter, frida].forEach((address, i) => {
-      const range = mappingOf(address);
-      if (range === null)
-        return;
-      state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
-      state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
-    });
-  }
-
-  _map(hint, size, prot) {
-    const p = this.mmap(hint, size, prot, this.mapFlags & ~0x4000, -1, 0);  /* no NORESERVE */
-    if (p.equals(ptr(-1)))
-      throw new Error(`cannot map ${size} bytes for the inline hooks`);
-    return p;
-  }
-
-  /* `size` bytes of code space within a rel32 jump of `near` (null: anywhere). */
-  _take(near, size) {
-    const fits = a => a.used + size <= a.size &&
-      (near === null || (this._reaches(near, a.base) && this._reaches(near, a.base.add(a.size))));
-    let arena = this.arenas.find(fits);
-    if (arena === undefined) {
-      arena = this._newArena(near);
-      if (arena === null)
-        return null;
-    }
-    const at = arena.base.add(arena.used);
-    arena.used += size;
-    return at;
-  }
-
-  _reaches(from, to) {
-    const d = to.compare(from) >= 0 ? to.sub(from) : from.sub(to);
-    return d.compare(ptr(NEAR)) < 0;
-  }
-
-  /* Pages within reach of `near`: mmap with hints below the module, then above it. */
-  _newArena(near) {
-    const tries = near === null ? [NULL] : [];
-    if (near !== null) {
-      const base = near.and(ptr(0xffff).not());
-      for (let k = 1; k <= 32; k++) {
-        tries.push(base.sub(k * 0x1000000));
-        tries.push(base.add(k * 0x1000000));
-      }
-    }
-    for (const hint of tries) {
-      if (near !== null && hint.compare(ptr(0x10000)) < 0)
-        continue;
-      const p = this.mmap(hint, ARENA_BYTES, PAGE_RX, this.mapFlags & ~0x4000, -1, 0);
-      if (p.equals(ptr(-1)))
-        continue;
-      if (near !== null && !(this._reaches(near, p) && this._reaches(near, p.add(ARENA_BYTES)))) {
-        this.munmap(p, ARENA_BYTES);
-        continue;
-      }
-      const arena = { base: p, size: ARENA_BYTES, used: 0 };
-      this.arenas.push(arena);
-      return arena;
-    }
-    return null;
+    super(cm, layout, state, mapFlags,
+          { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000 });
   }
 
   _writeExitStub() {
@@ -362,17 +253,5 @@ class InlineHooksX64 {
       w.dispose();
     }
     return n;
-  }
-
-  /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
-  unhook() {
-    for (const h of this.hooks.splice(0))
-      this._writeHead(h.target, h.original);
-  }
-
-  /* The stubs stop calling the agent (see _writeDetachedCode). */
-  detach() {
-    this.vector.writePointer(this.detached.enter);
-    this.vector.add(8).writePointer(this.detached.leave);
   }
 }

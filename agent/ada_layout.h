@@ -192,10 +192,10 @@ typedef struct
 
 typedef struct
 {
-  guint64 sp;                 /* the call's return address slot: the sp the function entered with */
+  guint64 sp;                 /* the sp the function entered with (x86_64: its return address slot) */
   guint64 ret;                /* the real return address, put back when the call returns */
   guint64 function_id;
-  guint64 unwinding;          /* 1: ret is back in its slot while an unwinder walks the stack */
+  guint64 unwinding;          /* 1: ret is back where the exit stub was while an unwinder walks */
 } InlineEntry;
 
 /* The inline engine's shadow stack of one thread slot: every hooked call whose return it

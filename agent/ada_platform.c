@@ -2,8 +2,8 @@
  * ada_platform.c: the hot path's platform shims, chosen by the #defines the agent prepends
  * (hotPathDefines() in ada_platform.js): the clock (ADA_NOW: the vDSO's or libc's
  * clock_gettime, raw TSC ticks, mach_continuous_time), the OS thread id, memory ordering
- * (ADA_STORE_RELEASE, ada_load_acquire), a call's sp and return address, the x86_64 frames
- * of the inline engine's stubs (ADA_ENTRY_*, ADA_EXIT_*), a thread's stack bounds and a
+ * (ADA_STORE_RELEASE, ada_load_acquire), a call's sp and return address, the frames
+ * of the inline engine's stubs (ADA_ENTRY_RET, ADA_INLINE_*_REGS), a thread's stack bounds and a
  * read that never faults (ada_safe_read). Here so the files after it read the same on
  * every platform; the few other platform branches sit with their only user
  * (ada_reserve_rings, ada_ic_regs, ada_frida_return_trampoline, ada_clock_anchor).
@@ -84,6 +84,11 @@ ada_load_acquire (volatile guint64 * p)
   return v;
 }
 #else
+# if defined (__TINYC__)
+#  define ADA_COMPILER_BARRIER() do { } while (0)  /* TinyCC keeps statements in order; no asm here */
+# else
+#  define ADA_COMPILER_BARRIER() __asm__ volatile ("" ::: "memory")
+# endif
 # define ADA_SP(ic) ((ic)->cpu_context->sp)
 # define ADA_ENTRY_RETURN_ADDRESS(ic) ((ic)->cpu_context->lr)
 # define ADA_STORE_RELEASE(p, v) ada_store_release ((p), (v))
@@ -99,31 +104,61 @@ ada_load_acquire (volatile guint64 * p)
 }
 #endif
 
+/*
+ * The frames the inline engine's stubs save (agent/ada_inline_<arch>.js), as guint64
+ * indexes; ada_layout reports the return slots and the JavaScript checks them. Every
+ * caller-saved register is kept, vector ones too: gcc lets a caller keep values in
+ * registers a callee it knows does not touch (and on x86_64 calls such a callee with the
+ * stack misaligned). ADA_INLINE_ENTRY_REGS / ADA_INLINE_EXIT_REGS read a frame into the
+ * detail record's registers (AdaRegs, the ATF order); ADA_INLINE_SP gives the sp the
+ * function entered with (the shadow stack's key) from the address of the return slot.
+ */
 #if defined (HAVE_I386)
 /*
- * The frames the inline engine's stubs push (agent/ada_inline_x64.js), as guint64
- * indexes; ada_layout reports the return slots and the JavaScript checks them. Entry:
- * rbp r11 r10 rax r9 r8 rcx rdx rsi rdi, then the return address (its slot is the sp
- * the function entered with). Exit: rbp r11 r10 r9 r8 rdi rsi rcx rdx rax, then the
- * slot the real return address goes in. Every caller-saved register is kept, vector
- * ones too (saved apart, below an aligned stack pointer): gcc lets a caller keep values
- * in registers a callee it knows does not touch, and calls such a callee with the stack
- * misaligned.
+ * x86_64. Entry: rbp r11 r10 rax r9 r8 rcx rdx rsi rdi, then the return address (its slot
+ * is the sp the function entered with). Exit: rbp r11 r10 r9 r8 rdi rsi rcx rdx rax, then
+ * the slot the real return address goes in. The vector registers are saved apart, below
+ * an aligned stack pointer. The return address lives in the stack: an unwinder reads it
+ * from the entry's sp (ADA_INLINE_RET_IN_STACK).
  */
-# define ADA_ENTRY_RBP 0
-# define ADA_ENTRY_R10 2
-# define ADA_ENTRY_RAX 3
-# define ADA_ENTRY_R9 4
-# define ADA_ENTRY_R8 5
-# define ADA_ENTRY_RCX 6
-# define ADA_ENTRY_RDX 7
-# define ADA_ENTRY_RSI 8
-# define ADA_ENTRY_RDI 9
 # define ADA_ENTRY_RET 10
-# define ADA_EXIT_RBP 0
-# define ADA_EXIT_RDX 8
-# define ADA_EXIT_RAX 9
 # define ADA_EXIT_RET 10
+# define ADA_INLINE_SP(slot) ((guint64) (gsize) (slot))
+# define ADA_INLINE_RET_IN_STACK 1
+# define ADA_INLINE_ENTRY_REGS(r, f) \
+  do { \
+    (r)->regs[0] = (f)[9]; (r)->regs[1] = (f)[8]; (r)->regs[2] = (f)[7]; (r)->regs[3] = (f)[6]; \
+    (r)->regs[4] = (f)[5]; (r)->regs[5] = (f)[4]; (r)->regs[6] = (f)[3]; (r)->regs[7] = (f)[2]; \
+    (r)->fp = (f)[0]; \
+  } while (0)
+# define ADA_INLINE_EXIT_REGS(r, f) \
+  do { \
+    (r)->regs[2] = (f)[8]; (r)->regs[6] = (f)[9]; (r)->fp = (f)[0]; \
+  } while (0)
+# define ADA_INLINE_AVAILABLE 1
+#elif defined (HAVE_ARM64) || defined (__aarch64__)
+/*
+ * arm64, both stubs: x0-x18 at 0-18, x29 at 19, 20 unused, x30 at 21 (entry: the return
+ * address, which ada_inline_enter may point at the exit stub; exit: the slot the real
+ * return address goes in). The frame ends where the function's sp was: the sp it entered
+ * with is 8 bytes above the x30 slot. The return address lives in x30, which the function
+ * saves where its own code says: an unwinder's copy is found by value (see
+ * ada_inline_swap_returns).
+ */
+# define ADA_ENTRY_RET 21
+# define ADA_EXIT_RET 21
+# define ADA_INLINE_SP(slot) ((guint64) (gsize) (slot) + 8)
+# define ADA_INLINE_ENTRY_REGS(r, f) \
+  do { \
+    guint32 k_; \
+    for (k_ = 0; k_ < 8; k_++) \
+      (r)->regs[k_] = (f)[k_]; \
+    (r)->fp = (f)[19]; \
+  } while (0)
+# define ADA_INLINE_EXIT_REGS(r, f) \
+  do { \
+    (r)->regs[0] = (f)[0]; (r)->regs[1] = (f)[1]; (r)->fp = (f)[19]; \
+  } while (0)
 # define ADA_INLINE_AVAILABLE 1
 #endif
 

@@ -40,8 +40,8 @@ import ada.atf as atf
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The hook engines of this machine: the inline engine is x86_64 only (arm64: a design).
-ENGINES = ("frida", "inline") if platform.machine() == "x86_64" else ("frida",)
+# The hook engines of this machine: the inline engine has stubs for x86_64 and arm64.
+ENGINES = ("frida", "inline") if platform.machine() in ("x86_64", "aarch64") else ("frida",)
 
 EMPTY_HOOK = """
 const cm = new CModule(`

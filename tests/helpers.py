@@ -14,6 +14,8 @@ import ada.atf as atf
 from ada.atf import format as F
 
 ROOT = Path(__file__).resolve().parents[1]
+# The machines the inline engine has stubs for (agent/ada_inline_<arch>.js).
+INLINE_MACHINES = ("x86_64", "AMD64", "aarch64", "arm64")
 
 
 def ada_command(*args: object) -> list[str]:

@@ -1,4 +1,4 @@
-"""The inline hook engine's hard cases (--hook-engine inline, x86_64), end to end on real
+"""The inline hook engine's hard cases (--hook-engine inline, x86_64 and arm64), end to end on real
 programs (tests/targets/inline_cases.c, throws.cpp): deep recursion, signal handlers, C++
 exceptions and longjmp through hooked calls, and a call still open when ada leaves. The
 ordinary recording tests run with both engines (the `engine` fixture)."""
@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 from ada.atf import format as F
-from helpers import (assert_balanced, assert_verify_clean, function_events, read_line,
-                     trace_session as trace)
+from helpers import (INLINE_MACHINES, assert_balanced, assert_verify_clean, function_events,
+                     read_line, trace_session as trace)
 
 INLINE = ("--hook-engine", "inline")
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
-                                reason="the inline engine is x86_64 only (its arm64 port: "
-                                       "docs/recording.md)")
+pytestmark = pytest.mark.skipif(platform.machine() not in INLINE_MACHINES,
+                                reason=f"the inline engine has no port to {platform.machine()}")
 
 
 def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin):

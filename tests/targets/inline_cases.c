@@ -40,7 +40,11 @@ __attribute__((noinline)) long work(long x)
 }
 
 long thunk(long x);
+#if defined(__aarch64__)
+__asm__(".globl thunk\n.type thunk, %function\nthunk:\n  b work\n.size thunk, 4\n");
+#else
 __asm__(".globl thunk\n.type thunk, @function\nthunk:\n  jmp work\n.size thunk, 5\n");
+#endif
 
 __attribute__((noinline)) long in_handler(long x)
 {

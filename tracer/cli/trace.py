@@ -90,9 +90,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "device and falls back to internal, internal elsewhere")
     g.add_argument("--hook-engine", choices=("frida", "inline"), default="frida",
                    help="how functions are hooked: frida uses Frida's Interceptor; inline "
-                   "patches each function with ada's own entry and exit stubs (x86_64 only, "
-                   "several times cheaper per call); a function it cannot patch safely falls "
-                   "back to the Interceptor, and ada says which")
+                   "patches each function with ada's own entry and exit stubs (x86_64, and "
+                   "arm64 on Linux and Android; several times cheaper per call); a function it "
+                   "cannot patch safely falls back to the Interceptor, and ada says which")
     g.add_argument("--no-follow-children", action="store_true",
                    help="leave the processes the target forks untraced (by default each is "
                    "recorded into its own pid_N/ beside the target's, and a new image after "
