@@ -14,11 +14,11 @@ if [ $# -gt 0 ]; then
 fi
 status=0
 "${pytest[@]}" tests/test_registers.py tests/test_trace.py tests/test_detail.py \
-    tests/test_tail_calls.py tests/test_endings.py tests/test_children.py tests/test_modules.py \
-    tests/test_clock.py tests/test_devices.py tests/test_debuginfo.py tests/test_exports.py \
-    tests/test_resources.py || status=$?
+    tests/test_tail_calls.py tests/test_inline.py tests/test_endings.py tests/test_children.py \
+    tests/test_modules.py tests/test_clock.py tests/test_devices.py tests/test_debuginfo.py \
+    tests/test_exports.py tests/test_resources.py || status=$?
 echo "arm64: as on Android: /dev/shm removed, TinyCC"
 umount /dev/shm && rmdir /dev/shm
-"${pytest[@]}" -k "frida and internal or exact_count_one_thread and frida or every_event_survives_the_end and frida and shm" \
+"${pytest[@]}" -k "internal or exact_count_one_thread or every_event_survives_the_end and shm" \
     tests/test_registers.py tests/test_trace.py tests/test_endings.py || status=$?
 exit $status

@@ -208,7 +208,7 @@ run() {
     [ -t 1 ] || echo 'export PY_COLORS=0 NO_COLOR=1' >> "$run/env"   # the guest sees a terminal
     trap cleanup EXIT
     trap 'say "interrupted"; exit 130' INT TERM
-    local cpu=max,pauth-impdef=on
+    local cpu=max,pauth-impdef=on,pmu=off  # the guest kernel oopsed in perf_pmu_disable under uftrace with the emulated PMU
     qemu-system-aarch64 -M virt -cpu $cpu -accel tcg,thread=multi -smp 2 -m 4096 \
         -display none -monitor none -serial stdio -no-reboot \
         -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" \
