@@ -152,15 +152,39 @@ def open_regular(path: str | os.PathLike) -> int:
     return fd
 
 
+def _allow_more_open_files() -> bool:
+    """Raise this process's soft limit on open files to its hard limit; False if it cannot
+    go higher. Each mapped file holds a descriptor (CPython's mmap keeps a duplicate), so a
+    session of thousands of threads needs more than the usual soft limit of 1,024."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == hard:
+            return False
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return True
+    except (ImportError, ValueError, OSError):
+        return False
+
+
+def _map_whole(path: Path) -> tuple[int, mmap.mmap | None]:
+    with open(open_regular(path), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        return size, (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None)
+
+
 class _MappedFile:
     """A read-only mapping of a whole file as a uint8 array (empty files allowed)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         try:
-            with open(open_regular(self.path), "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            try:
+                size, self._mm = _map_whole(self.path)
+            except OSError as e:
+                if e.errno != errno.EMFILE or not _allow_more_open_files():
+                    raise
+                size, self._mm = _map_whole(self.path)
         except FileNotFoundError as e:
             raise AtfError("no such file", self.path) from e
         except IsADirectoryError as e:

@@ -218,3 +218,24 @@ def test_the_seed_reader_api(tmp_path):
     assert [d.index_seq for d in t.detail] == list(range(0, 25, 5))
     assert t.detail.get(len(t.detail)) is None and t.get_index_for(len(t.detail)) is None
     assert t.index.get(25) is None and t.get_detail_for(25) is None
+
+
+def test_a_session_of_more_threads_than_the_soft_open_file_limit_reads(tmp_path):
+    """Each mapped thread file holds a descriptor: a session of 300 threads read with a soft
+    limit of 100 open files raises it to the hard limit instead of failing (the emulated arm64
+    machine's 1,024 failed on 3,000 threads)."""
+    import resource
+    import subprocess
+    import sys
+    path = random_session(tmp_path, [3] * 300)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 400:
+        pytest.fail(f"this machine's hard limit on open files ({hard}) is below the test's need")
+    code = ("import resource, ada.atf as atf\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (100, resource.getrlimit("
+            "resource.RLIMIT_NOFILE)[1]))\n"
+            f"s = atf.open_session({str(path)!r})\n"
+            "print(sum(len(t) for t in s.threads), resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 100)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["900", "True"]
