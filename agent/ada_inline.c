@@ -323,7 +323,7 @@ ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
 {
   ThreadState * t = ada_inline_thread ();
   InlineStack * st;
-  guint64 now, i, j, keep, sp;
+  guint64 now, i, keep, sp, below;
 
   if (t == NULL)
     return;
@@ -335,22 +335,17 @@ ada_inline_swap_returns (GumInvocationContext * ic, gboolean unwinding)
   keep = ada_inline_live (t, st, sp, 0);
   if (keep < st->len)
     ada_inline_drop (t, st, keep, now);
-  for (i = 0; i < keep; i++)
+  below = sp;  /* the sp of the next open call down, or the unwinder's */
+  for (i = keep; i-- > 0;)
   {
     InlineEntry * e = &st->entries[i];
-    guint64 lo = ada_same_stack (t, e->sp, sp) ? sp : 0;
+    guint64 lo = below < e->sp && ada_same_stack (t, e->sp, below) ? below : 0;
     gboolean swapped;
 
+    if (i == 0 || st->entries[i - 1].sp != e->sp)
+      below = e->sp;  /* (a tail call's entries share one frame: the group's lo is the same) */
     if (e->ret == ada_state.inline_exit || e->unwinding == (guint64) unwinding)
       continue;
-    for (j = i + 1; j < keep; j++)  /* the next open call's frame lies below this one's */
-    {
-      if (st->entries[j].sp < e->sp && ada_same_stack (t, e->sp, st->entries[j].sp))
-      {
-        lo = st->entries[j].sp;
-        break;
-      }
-    }
     if (unwinding)
       swapped = ada_inline_swap_slot (e, lo, ada_state.inline_exit, e->ret);
     else

@@ -131,6 +131,22 @@ class InlineHooks {
     return null;
   }
 
+  /*
+   * What the detached code (each CPU's _writeDetachedCode) needs, read here once: it finds
+   * the thread's InlineStack with pthread_getspecific(key) and its entries at `entries`,
+   * 32 bytes each (indexed with a shift), and calls abort where it finds no entry.
+   */
+  _detachedFacts(state) {
+    if (this.layout['agent.sizeof_inline_entry'] !== 32)
+      throw new Error('inline shadow stack entries are not 32 bytes');
+    return {
+      key: state.add(this.layout['agent.state_inline_key']).readU32(),
+      entries: this.layout['agent.inline_stack_entries'],
+      getspecific: Module.getGlobalExportByName('pthread_getspecific'),
+      abort: Module.getGlobalExportByName('abort'),
+    };
+  }
+
   /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
   unhook() {
     for (const h of this.hooks.splice(0))

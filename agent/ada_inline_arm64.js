@@ -116,12 +116,7 @@ class InlineHooksArm64 extends InlineHooks {
   _writeDetachedCode(state) {
     const size = 192;
     const at = this._take(null, size);
-    const key = state.add(this.layout['agent.state_inline_key']).readU32();
-    const getspecific = Module.getGlobalExportByName('pthread_getspecific');
-    const abort = Module.getGlobalExportByName('abort');
-    const entries = this.layout['agent.inline_stack_entries'];
-    if (this.layout['agent.sizeof_inline_entry'] !== 32)
-      throw new Error('inline shadow stack entries are not 32 bytes');
+    const { key, entries, getspecific, abort } = this._detachedFacts(state);
     a64Write(at, size, 'detached code', w => {
       w.putRet();  /* enter */
       w.putNop(); w.putNop(); w.putNop();

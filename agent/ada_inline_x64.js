@@ -102,12 +102,7 @@ class InlineHooksX64 extends InlineHooks {
   _writeDetachedCode(state) {
     const size = 160;
     const at = this._take(null, size);
-    const key = state.add(this.layout['agent.state_inline_key']).readU32();
-    const getspecific = Module.getGlobalExportByName('pthread_getspecific');
-    const entries = this.layout['agent.inline_stack_entries'];
-    const entrySize = this.layout['agent.sizeof_inline_entry'];
-    if (entrySize !== 32)
-      throw new Error('inline shadow stack entries are not 32 bytes');
+    const { key, entries, getspecific, abort } = this._detachedFacts(state);
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
       w.putRet();  /* enter */
@@ -129,7 +124,7 @@ class InlineHooksX64 extends InlineHooks {
       w.putMovRegReg('r8', 'rcx');
       w.putShlRegU8('r8', 5);  /* 32 * rcx */
       w.putAddRegReg('r8', 'rax');
-      w.putAddRegImm('r8', entries - entrySize);  /* &entries[rcx - 1] */
+      w.putAddRegImm('r8', entries - 32);  /* &entries[rcx - 1] */
       w.putSubRegImm('rcx', 1);
       w.putCmpRegOffsetPtrReg('r8', 0, 'rdx');
       w.putJccShortLabel('jne', 'next', 'no-hint');
@@ -140,7 +135,7 @@ class InlineHooksX64 extends InlineHooks {
       w.putPopReg('rbx');
       w.putRet();
       w.putLabel('fail');
-      w.putMovRegAddress('rax', Module.getGlobalExportByName('abort'));
+      w.putMovRegAddress('rax', abort);
       w.putCallReg('rax');
       w.flush();
       if (w.offset > size)
