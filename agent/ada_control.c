@@ -31,6 +31,7 @@ ada_init (guint32 pid)
   s->pid = pid;
   s->overflow.overflowed = 1;
   s->registering.overflowed = 1;
+  s->unmasked.overflowed = 1;
   s->frida.overflowed = 1;
 #ifdef ADA_TICKS
   h->clock_ticks = 1;

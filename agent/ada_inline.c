@@ -138,7 +138,12 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   }
   if (t->overflowed)
   {
-    if (t != &s->registering && t != &s->frida)  /* else not the program's call */
+    if (t == &s->unmasked)
+    {
+      if (!ada_own_call (ret))  /* a signal handler's, as its thread registers */
+        ada_count (&s->region->skipped_events, 2);
+    }
+    else if (t != &s->registering && t != &s->frida)  /* else not the program's call */
       ada_count (&s->region->overflow_events, 2);
     return;
   }

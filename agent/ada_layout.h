@@ -262,6 +262,7 @@ typedef struct
   ThreadState * threads;      /* max_threads entries, zeroed */
   ThreadState overflow;       /* shared by every thread past max_threads */
   ThreadState registering;    /* a thread's own while it registers (see ada_register_thread) */
+  ThreadState unmasked;       /* the same, until its signals wait (see ada_register_thread) */
   ThreadState frida;          /* Frida's own threads' (see ada_inline_enter) */
   guint64 index_mask;
   guint64 index_capacity;

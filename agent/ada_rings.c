@@ -122,8 +122,9 @@ static ThreadState * ada_claim_thread (void);
  * signals wait, so no handler's hooked call runs half way through this. They are let
  * through with the thread registered and busy: a handler that runs then has its hooked
  * calls counted as skipped by the inline engine (ada_inline_enter), which tells them from
- * ada's own call to pthread_sigmask by their return address. (A signal in the instant
- * before they wait runs its handler `registering`, its hooked calls unrecorded.)
+ * ada's own call to pthread_sigmask by their return address. Until its signals wait, the
+ * TLS says `unmasked`: a handler that runs in that instant has its hooked calls counted
+ * as skipped the same way (the inline engine; the Interceptor's are not counted).
  */
 static ThreadState *
 ada_register_thread (void)
@@ -131,9 +132,10 @@ ada_register_thread (void)
   guint64 all[16], old[16];  /* sigset_t: 128 bytes on Linux, 4 on Darwin */
   ThreadState * t;
 
-  gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
+  gum_tls_key_set_value (ada_state.tls_key, &ada_state.unmasked);
   sigfillset (all);
   pthread_sigmask (ADA_SIG_SETMASK, all, old);
+  gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
   t = ada_claim_thread ();
   if (!t->overflowed)
     t->busy = 1;
@@ -271,7 +273,7 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
   ADA_THREAD (t); \
   if (t->overflowed) \
   { \
-    if (t != &ada_state.registering && t != &ada_state.frida)  /* else not the program's */ \
+    if (t != &ada_state.registering && t != &ada_state.unmasked && t != &ada_state.frida) \
       g_atomic_pointer_add ((volatile gssize *) &ada_state.region->overflow_events, 1); \
     return; \
   }
