@@ -249,6 +249,9 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_inline_exit", ADA_OFFSET (AdaState, inline_exit));
   ADA_LAYOUT ("agent.state_inline_key", ADA_OFFSET (AdaState, inline_key));
   ADA_LAYOUT ("agent.state_own_code", ADA_OFFSET (AdaState, own_code));
+  ADA_LAYOUT ("agent.state_frida_tids", ADA_OFFSET (AdaState, frida_tids));
+  ADA_LAYOUT ("agent.state_frida_tid_count", ADA_OFFSET (AdaState, frida_tid_count));
+  ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));

@@ -59,6 +59,24 @@ ada_own_call (guint64 ret)
   return (ret >= r[0] && ret < r[1]) || (ret >= r[2] && ret < r[3]);
 }
 
+/* One of the threads Frida had started when the inline hooks went in (the agent lists
+ * them: Frida cloaks its threads). Its first hooked call may come through libc, called by
+ * Frida (poll, say), where the return address does not tell (see ada_own_call). */
+static gboolean
+ada_frida_thread (void)
+{
+  const AdaState * s = &ada_state;
+  guint32 i, tid;
+
+  if (s->frida_tid_count == 0)
+    return FALSE;
+  tid = ada_os_thread_id ();
+  for (i = 0; i < s->frida_tid_count; i++)
+    if (s->frida_tids[i] == tid)
+      return TRUE;
+  return FALSE;
+}
+
 /* An address in Frida's agent (for the agent to find its code: see ada_own_call). */
 guint64
 ada_frida_code (void)
@@ -123,13 +141,21 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   if (ADA_FORKED ())
     return;
   /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
-   * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
-   * this engine, for good. (One whose first hooked call comes from elsewhere, libc called
-   * by Frida, is recorded as a thread of the program.) */
+   * JavaScript thread), or one Frida had started when the hooks went in, is one of
+   * Frida's: its Interceptor leaves them alone, and so does this engine, for good. (A
+   * thread Frida starts later whose first hooked call comes through libc is recorded as
+   * a thread of the program.) While the thread id is read, the TLS says `unmasked`: the
+   * syscall is ada's own call (see ada_register_thread). */
   t = gum_tls_key_get_value (s->tls_key);
   if (t == NULL)
   {
-    if (ada_own_call (ret))
+    gboolean frida = ada_own_call (ret);
+    if (!frida)
+    {
+      gum_tls_key_set_value (s->tls_key, &s->unmasked);
+      frida = ada_frida_thread ();
+    }
+    if (frida)
     {
       gum_tls_key_set_value (s->tls_key, &s->frida);
       return;

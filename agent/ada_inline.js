@@ -41,6 +41,35 @@ function mappingOf(address) {
   return null;
 }
 
+/*
+ * The ids of Frida's own threads (it cloaks them: Cloak.hasThread) among the process's, read
+ * from /proc/self/task (on Linux; elsewhere none). A thread's first hooked call usually
+ * tells a Frida thread by its return address (ada_own_call); one that comes through libc
+ * called by Frida does not: the hot path checks this list then (ada_frida_thread).
+ */
+function fridaThreadIds(max) {
+  const ids = [];
+  let opendir, readdir, closedir;
+  try {
+    opendir = new NativeFunction(Module.getGlobalExportByName('opendir'), 'pointer', ['pointer']);
+    readdir = new NativeFunction(Module.getGlobalExportByName('readdir'), 'pointer', ['pointer']);
+    closedir = new NativeFunction(Module.getGlobalExportByName('closedir'), 'int', ['pointer']);
+  } catch (e) {
+    return ids;
+  }
+  const dir = opendir(Memory.allocUtf8String('/proc/self/task'));
+  if (dir.isNull())
+    return ids;
+  const NAME = 19;  /* offsetof(struct dirent, d_name) on 64-bit Linux, glibc and bionic */
+  for (let entry = readdir(dir); !entry.isNull() && ids.length < max; entry = readdir(dir)) {
+    const tid = parseInt(entry.add(NAME).readUtf8String(), 10);
+    if (tid > 0 && Cloak.hasThread(tid))
+      ids.push(tid);
+  }
+  closedir(dir);
+  return ids;
+}
+
 class InlineHooks {
   /*
    * cm: the compiled hot path; layout: its ada_layout(); state: AdaState; arch: the CPU's
@@ -75,6 +104,9 @@ class InlineHooks {
       state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
       state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
     });
+    const fridaThreads = fridaThreadIds(layout['agent.frida_tids']);
+    fridaThreads.forEach((tid, i) => state.add(layout['agent.state_frida_tids'] + 4 * i).writeU32(tid));
+    state.add(layout['agent.state_frida_tid_count']).writeU32(fridaThreads.length);
   }
 
   _map(hint, size, prot) {

@@ -80,6 +80,7 @@ extern gpointer ada_memcpy (gpointer dst, gconstpointer src, gsize n);
  * unsigned int or long on every platform here: a gsize holds either). */
 extern int pthread_key_create (gsize * key, void (* destructor) (gpointer));
 extern int pthread_setspecific (gsize key, gconstpointer value);
+extern gpointer pthread_getspecific (gsize key);
 extern int pthread_key_delete (gsize key);
 
 #define ADA_REGION_MAGIC 0x31474e4952414441ULL /* "ADARING1" */
@@ -252,6 +253,8 @@ typedef struct
   FunctionSlot slots[];
 } FunctionTable;
 
+#define ADA_FRIDA_TIDS 64
+
 typedef struct
 {
   gsize tls_key;
@@ -279,6 +282,9 @@ typedef struct
   gsize inline_key;           /* pthread key: the thread's InlineStack (never deleted) */
   guint64 own_code[4];        /* [lo, hi) of this module's code and of Frida's agent: see
                                * ada_own_call */
+  guint32 frida_tids[ADA_FRIDA_TIDS];  /* Frida's threads as the inline hooks went in: see
+                                        * ada_frida_thread */
+  guint32 frida_tid_count;
   volatile guint32 * here;    /* 1 in the process ada was loaded into, 0 in a forked child:
                                * see ADA_FORKED */
 } AdaState;

@@ -25,7 +25,8 @@ function platformConfig(clockSource) {
   if (platform !== 'darwin' && platform !== 'linux')
     throw new Error(`unsupported platform ${platform}`);
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
-  for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_key_delete', 'mmap',
+  for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_getspecific',
+                      'pthread_key_delete', 'mmap',
                       'abort', 'sigfillset', 'pthread_sigmask'])
     symbols[name] = Module.getGlobalExportByName(name);
   const facts = {};

@@ -124,7 +124,9 @@ static ThreadState * ada_claim_thread (void);
  * calls counted as skipped by the inline engine (ada_inline_enter), which tells them from
  * ada's own call to pthread_sigmask by their return address. Until its signals wait, the
  * TLS says `unmasked`: a handler that runs in that instant has its hooked calls counted
- * as skipped the same way (the inline engine; the Interceptor's are not counted).
+ * as skipped the same way (the inline engine; the Interceptor's are not counted). One that
+ * runs just before, while the TLS is still empty, registers the thread itself: the thread
+ * keeps that slot (one thread, one slot; its exit_key value says it has one).
  */
 static ThreadState *
 ada_register_thread (void)
@@ -136,7 +138,11 @@ ada_register_thread (void)
   sigfillset (all);
   pthread_sigmask (ADA_SIG_SETMASK, all, old);
   gum_tls_key_set_value (ada_state.tls_key, &ada_state.registering);
-  t = ada_claim_thread ();
+  /* A handler that ran before the TLS said `unmasked` (between the caller's look at it
+   * and the line above) registered this thread itself: its slot is this thread's. */
+  t = pthread_getspecific (ada_state.exit_key);
+  if (t == NULL)
+    t = ada_claim_thread ();
   if (!t->overflowed)
     t->busy = 1;
   gum_tls_key_set_value (ada_state.tls_key, t);
