@@ -164,35 +164,60 @@ const AgentHooking = {
     const code = functions.map(f => this._resolveRedirects(ptr(f.address)));
     const own = i => code[i].equals(ptr(functions[i].address)) ? 0 : 1;
     const order = functions.map((f, i) => i).sort((a, b) => own(a) - own(b) || a - b);
-    let hooked = 0;
+    /* Each function's code is hooked once: a function whose code another one's is, hooked
+     * already (or first in this list), is an alias of it. */
+    const owners = new Map();
+    const aliasOf = new Map();   /* index -> the index it is an alias of */
+    const candidates = [];
     for (const i of order) {
-      const f = functions[i], at = code[i];
-      const owner = this.codeOwners.get(at.toString());
+      const f = functions[i], key = code[i].toString();
+      const owner = this.codeOwners.get(key);
       if (owner !== undefined) {
         aliases.push({ name: f.name, module: f.module, address: f.address, as: owner });
-        hooked++;
         continue;
       }
-      if (machinery.some(a => at.equals(a))) {
+      if (owners.has(key)) {
+        aliasOf.set(i, owners.get(key));
+        continue;
+      }
+      if (machinery.some(a => code[i].equals(a))) {
         this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address,
                         error: 'ada and Frida call it on every hooked call: it cannot be traced' });
         continue;
       }
+      owners.set(key, i);
+      candidates.push(i);
+    }
+    const reasons = this.inline === null ? candidates.map(() => '')
+      : this.inline.hookAll(candidates.map(i => ({ code: code[i], functionId: functions[i].functionId,
+                                                   address: ptr(functions[i].address) })));
+    const failed = new Map();  /* index -> why neither engine could hook it */
+    candidates.forEach((i, k) => {
+      const f = functions[i];
       try {
-        const reason = this.inline !== null ? this.inline.hook(at, f.functionId, ptr(f.address)) : '';
-        if (reason !== null) {
+        if (reasons[k] !== null) {
           Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
           if (this.inline !== null)
-            fallbacks.push({ name: f.name, module: f.module, address: f.address, reason });
+            fallbacks.push({ name: f.name, module: f.module, address: f.address, reason: reasons[k] });
         }
-        this.codeOwners.set(at.toString(), `${f.module}!${f.name}`);
-        hooked++;
+        this.codeOwners.set(code[i].toString(), `${f.module}!${f.name}`);
       } catch (e) {
+        failed.set(i, e.message);
         this.hookedAddresses.delete(f.address);
         failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
       }
+    });
+    for (const [i, owner] of aliasOf) {
+      const f = functions[i], o = functions[owner];
+      if (failed.has(owner)) {
+        this.hookedAddresses.delete(f.address);
+        failures.push({ name: f.name, module: f.module, address: f.address, error: failed.get(owner) });
+      } else {
+        aliases.push({ name: f.name, module: f.module, address: f.address, as: `${o.module}!${o.name}` });
+      }
     }
+    const hooked = functions.length - failures.length;
     const onTrigger = { onEnter: this.cm.ada_on_trigger };
     for (const t of triggers) {
       try {

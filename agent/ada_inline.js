@@ -19,26 +19,79 @@ const INLINE_PAGE_RW = 3;
 const INLINE_ARENA_BYTES = 256 * 1024;
 
 /*
- * [start, end) of the mapping that holds `address`. Frida hides its own memory from
- * Process.findRangeByAddress, so on Linux this reads /proc/self/maps; elsewhere null (then
- * ada's own calls into hooked functions are counted with the skipped ones).
+ * The process's mappings, [start, end) each, in address order. Frida hides its own memory
+ * from Process.enumerateRanges, so on Linux this reads /proc/self/maps; elsewhere none.
  */
-function mappingOf(address) {
+function readMappings() {
   let maps;
   try {
     maps = File.readAllText('/proc/self/maps');
   } catch (e) {
-    return null;
+    return [];
   }
+  const result = [];
   for (const line of maps.split('\n')) {
     const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
-    if (m === null)
-      continue;
-    const start = ptr('0x' + m[1]), end = ptr('0x' + m[2]);
-    if (address.compare(start) >= 0 && address.compare(end) < 0)
-      return [start, end];
+    if (m !== null)
+      result.push([ptr('0x' + m[1]), ptr('0x' + m[2])]);
   }
-  return null;
+  return result;
+}
+
+/* The index in `mappings` (readMappings) of the one that holds `address`, or -1. */
+function mappingIndex(mappings, address) {
+  let lo = 0, hi = mappings.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (address.compare(mappings[mid][1]) >= 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < mappings.length && address.compare(mappings[lo][0]) >= 0 ? lo : -1;
+}
+
+/* [start, end) of the mapping that holds `address` (null: none known; then ada's own calls
+ * into hooked functions are counted with the skipped ones). */
+function mappingOf(address) {
+  const mappings = readMappings();
+  const i = mappingIndex(mappings, address);
+  return i < 0 ? null : mappings[i];
+}
+
+/*
+ * Write code at many places with few Memory.patchCode calls (each one reads the process's
+ * mappings and changes page protections: about a millisecond): places within one mapping
+ * share a call. items: {at, size, ...}; write(mem, item) writes item's bytes at mem (where
+ * item.at is writable); an error it throws goes to item.error, and the others are written.
+ */
+function patchMany(items, write) {
+  const mappings = readMappings();
+  const sorted = [...items].sort((a, b) => a.at.compare(b.at));
+  let i = 0;
+  while (i < sorted.length) {
+    const where = mappingIndex(mappings, sorted[i].at);
+    let j = i + 1;
+    let end = sorted[i].at.add(sorted[i].size);
+    while (j < sorted.length && where >= 0 && mappingIndex(mappings, sorted[j].at) === where &&
+           sorted[j].at.add(sorted[j].size).compare(mappings[where][1]) <= 0) {
+      const e = sorted[j].at.add(sorted[j].size);
+      if (e.compare(end) > 0)
+        end = e;
+      j++;
+    }
+    const group = sorted.slice(i, j), start = sorted[i].at;
+    Memory.patchCode(start, end.sub(start).toUInt32(), mem => {
+      for (const item of group) {
+        try {
+          write(mem.add(item.at.sub(start)), item);
+        } catch (e) {
+          item.error = e.message;
+        }
+      }
+    });
+    i = j;
+  }
 }
 
 /*
@@ -87,8 +140,9 @@ class InlineHooks {
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
     this.munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int',
       ['pointer', 'size_t']);
+    this.scratch = Memory.alloc(256);  /* for code written only to be measured or copied */
     this.arenas = [];
-    this.hooks = [];   /* {target, original bytes} of every patched function */
+    this.hooks = [];   /* {at, size, bytes}: every patched function's original first bytes */
     this.vector = this._map(NULL, Process.pageSize, INLINE_PAGE_RW);
     this.vector.writePointer(cm.ada_inline_enter);
     this.vector.add(8).writePointer(cm.ada_inline_leave);
@@ -179,10 +233,60 @@ class InlineHooks {
     };
   }
 
+  /*
+   * Hook functions: items {code (the code it runs, past any jump thunk), functionId,
+   * address}; for each, null when done, else why it cannot be (the caller leaves it to
+   * Frida's Interceptor). The stubs are written first, then the functions' first bytes
+   * (each CPU's _plan, _putStub, _headBytes, _putHead), each in a few Memory.patchCode
+   * calls for the lot (patchMany).
+   */
+  hookAll(items) {
+    const reasons = items.map(() => null);
+    const plans = [];
+    items.forEach((item, index) => {
+      const plan = this._plan(item.code);
+      if (typeof plan === 'string')
+        reasons[index] = plan;
+      else
+        plans.push(Object.assign(plan, { index, functionId: item.functionId, address: item.address }));
+    });
+    plans.sort((a, b) => a.target.compare(b.target));
+    const placed = [];
+    for (const p of plans) {
+      const before = placed[placed.length - 1];
+      if (before !== undefined && p.target.compare(before.target.add(this.headSize)) < 0) {
+        reasons[p.index] = `it starts inside the first bytes of ${before.address}, hooked`;
+        continue;
+      }
+      p.stub = this._take(p.target, this.stubSize);
+      if (p.stub === null)
+        reasons[p.index] = 'no memory within a jump of it';
+      else
+        placed.push(p);
+    }
+    const stubs = placed.map(plan => ({ at: plan.stub, size: this.stubSize, plan }));
+    patchMany(stubs, (mem, stub) => this._putStub(mem, stub.plan));
+    const heads = [];
+    for (const { plan, error } of stubs) {
+      if (error !== undefined)
+        reasons[plan.index] = error;
+      else
+        heads.push({ at: plan.target, size: this.headSize, bytes: this._headBytes(plan),
+                     original: plan.target.readByteArray(this.headSize), plan });
+    }
+    patchMany(heads, (mem, head) => this._putHead(mem, head.at, head.bytes));
+    for (const head of heads) {
+      if (head.error !== undefined)
+        reasons[head.plan.index] = head.error;
+      else
+        this.hooks.push({ at: head.at, size: this.headSize, bytes: head.original });
+    }
+    return reasons;
+  }
+
   /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
   unhook() {
-    for (const h of this.hooks.splice(0))
-      this._writeHead(h.target, h.original);
+    patchMany(this.hooks.splice(0), (mem, h) => this._putHead(mem, h.at, h.bytes));
   }
 
   /* The stubs stop calling the agent (see the opening comment). */

@@ -91,6 +91,8 @@ class InlineHooksArm64 extends InlineHooks {
   constructor(cm, layout, state, mapFlags) {
     super(cm, layout, state, mapFlags,
           { entryRet: A64_RET, exitRet: A64_RET, reach: A64_REACH, hintStep: 0x400000 });
+    this.stubSize = A64_STUB_BYTES;
+    this.headSize = 4;
   }
 
   _writeExitStub() {
@@ -150,52 +152,59 @@ class InlineHooksArm64 extends InlineHooks {
     return { enter: at, leave: at.add(16) };
   }
 
-  /*
-   * Hook the code at `code` (the function at `address`, past any jump thunk) as function
-   * `functionId`; null when done, else why it cannot be (the caller falls back to Frida's
-   * Interceptor).
-   */
-  hook(code, functionId, address) {
+  /* Where the branch goes (past a `bti`: indirect calls need that landing pad), or why the
+   * function cannot be hooked. */
+  _plan(code) {
     let target = code;
     let first = target.readU32();
     if (A64_BTI.includes(first)) {
-      target = target.add(4);  /* the landing pad stays: indirect calls need it */
+      target = target.add(4);
       first = target.readU32();
     }
     if (A64_PAC_SP.includes(first))
       return 'it signs its return address (pointer authentication): the exit stub would fail its check';
     if ((first & 0xfc000000) === 0x94000000 || (first & 0xfffffc1f) === 0xd63f0000)
       return 'its first instruction is a call, which cannot move';
-    const stub = this._take(target, A64_STUB_BYTES);
-    if (stub === null)
-      return 'no memory within a branch of it';
-    const vector = this.vector;
-    a64Write(stub, A64_STUB_BYTES, `stub for ${address}`, w => {
-      a64Save(w);
-      w.putLdrRegU64('x0', uint64(functionId));
-      w.putLdrRegAddress('x2', address);
-      a64CallVector(w, vector, 0, 'x1');
-      a64Restore(w);
-      const r = new Arm64Relocator(target, w);
-      try {
-        if (r.readOne() === 0)
-          throw new Error(`cannot read the instruction at ${target}`);
-        r.writeAll();
-        if (!r.eoi)
-          w.putBImm(target.add(4));  /* within reach: _take saw to it */
-      } finally {
-        r.dispose();
-      }
-    });
-    const original = target.readU32();
-    const distance = stub.sub(target).toInt32();  /* within A64_REACH: _take saw to it */
-    this._writeHead(target, (0x14000000 | ((distance >> 2) & 0x3ffffff)) >>> 0);
-    this.hooks.push({ target, original });
-    return null;
+    return { target };
   }
 
-  /* The function's first instruction (`b stub`, or the original back): one aligned store. */
-  _writeHead(target, insn) {
-    Memory.patchCode(target, 4, code => code.writeU32(insn));
+  /* The entry stub and trampoline of `plan` (see the opening comment), written at mem.
+   * Arm64Writer's put methods throw "invalid argument" where they cannot encode. */
+  _putStub(mem, plan) {
+    const w = new Arm64Writer(mem, { pc: plan.stub });
+    const r = new Arm64Relocator(plan.target, w);
+    try {
+      a64Save(w);
+      w.putLdrRegU64('x0', uint64(plan.functionId));
+      w.putLdrRegAddress('x2', plan.address);
+      a64CallVector(w, this.vector, 0, 'x1');
+      a64Restore(w);
+      if (r.readOne() === 0)
+        throw new Error(`cannot read the instruction at ${plan.target}`);
+      r.writeAll();
+      if (!r.eoi)
+        w.putBImm(plan.target.add(4));  /* within reach: _take saw to it */
+      w.flush();
+      if (w.offset > A64_STUB_BYTES)
+        throw new Error(`its inline stub overflows its space (${w.offset} bytes)`);
+    } catch (e) {
+      throw new Error(`its inline stub cannot be written: ${e.message}`);
+    } finally {
+      r.dispose();
+      w.dispose();
+    }
+  }
+
+  /* `b stub`, 4 bytes (the stub is within A64_REACH: _take saw to it). */
+  _headBytes(plan) {
+    const distance = plan.stub.sub(plan.target).toInt32();
+    this.scratch.writeU32((0x14000000 | ((distance >> 2) & 0x3ffffff)) >>> 0);
+    return this.scratch.readByteArray(4);
+  }
+
+  /* The function's first instruction (`b stub`, or the original back), written at mem
+   * (where target is writable): one aligned store. */
+  _putHead(mem, target, head) {
+    mem.writeU32(new DataView(head).getUint32(0, true));
   }
 }

@@ -40,10 +40,14 @@ function movdquRsp(store, n, disp) {
   return bytes.concat([0x84 | ((n & 7) << 3), 0x24, disp & 0xff, (disp >> 8) & 0xff, 0, 0]);
 }
 
-/* Every vector register to (store) or from the aligned area at rsp. */
+/* Every vector register to (store) or from (load) the aligned area at rsp: the bytes, made
+ * once (putBytes copies an ArrayBuffer in microseconds, but takes about 30 us to convert a
+ * JavaScript array: with arrays, writing the stubs took 3 ms a function). */
+const VECTORS = [false, true].map(store =>
+  new Uint8Array([].concat(...Array.from({ length: 16 }, (_, i) => movdquRsp(store, i, 16 * i)))).buffer);
+
 function putVectors(w, store) {
-  for (let i = 0; i < 16; i++)
-    w.putBytes(movdquRsp(store, i, 16 * i));
+  w.putBytes(VECTORS[store ? 1 : 0]);
 }
 
 /* Push `saved`, the frame (rsp) into `frameReg`, align the stack and save the vectors:
@@ -71,6 +75,8 @@ class InlineHooksX64 extends InlineHooks {
   constructor(cm, layout, state, mapFlags) {
     super(cm, layout, state, mapFlags,
           { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000 });
+    this.stubSize = STUB_BYTES;
+    this.headSize = JMP_BYTES;
   }
 
   _writeExitStub() {
@@ -144,80 +150,75 @@ class InlineHooksX64 extends InlineHooks {
     return { enter: at, leave: at.add(16) };
   }
 
-  /*
-   * Hook the code at `code` (the function at `address`, past any jump thunk) as function
-   * `functionId`; null when done, else why it cannot be (the caller falls back to Frida's
-   * Interceptor).
-   */
-  hook(code, functionId, address) {
+  /* Where the jump goes (past an endbr64: indirect calls need that landing pad) and how
+   * many bytes of whole instructions the stub relocates, or why it cannot be hooked. */
+  _plan(code) {
     let target = code;
     if (ENDBR64.every((b, i) => target.add(i).readU8() === b))
-      target = target.add(ENDBR64.length);  /* the landing pad stays: indirect calls need it */
+      target = target.add(ENDBR64.length);
     const length = this._prologueLength(target);
-    if (typeof length === 'string')
-      return length;
-    const stub = this._take(target, STUB_BYTES);
-    if (stub === null)
-      return 'no memory within a jump of it';
-    const vector = this.vector;
-    let fits = true;
-    Memory.patchCode(stub, STUB_BYTES, code => {
-      const w = new X86Writer(code, { pc: stub });
+    return typeof length === 'string' ? length : { target, length };
+  }
+
+  /* The entry stub and trampoline of `plan` (see the opening comment), written at mem. */
+  _putStub(mem, plan) {
+    const w = new X86Writer(mem, { pc: plan.stub });
+    const r = new X86Relocator(plan.target, w);
+    try {
       putSave(w, ENTRY_SAVED, 'rsi');
-      w.putMovRegU64('rdi', uint64(functionId));
-      w.putMovRegAddress('rdx', address);
-      w.putMovRegAddress('rax', vector);
+      w.putMovRegU64('rdi', uint64(plan.functionId));
+      w.putMovRegAddress('rdx', plan.address);
+      w.putMovRegAddress('rax', this.vector);
       w.putCallRegOffsetPtr('rax', 0);
       putRestore(w, ENTRY_SAVED);
-      const r = new X86Relocator(target, w);
       let n = 0;
       do
         n = r.readOne();
-      while (n < length && n !== 0);
+      while (n < plan.length && n !== 0);
       r.writeAll();
       if (!r.eoi)
-        w.putJmpAddress(target.add(n));
+        w.putJmpAddress(plan.target.add(n));
       w.flush();
-      fits = w.offset <= STUB_BYTES;
-    });
-    if (!fits)
-      throw new Error(`inline stub for ${address} overflows its space`);
-    const original = target.readByteArray(JMP_BYTES);
-    this._writeJump(target, stub);
-    this.hooks.push({ target, original });
-    return null;
+      if (w.offset > STUB_BYTES)
+        throw new Error(`its inline stub overflows its space (${w.offset} bytes)`);
+    } finally {
+      r.dispose();
+      w.dispose();
+    }
+  }
+
+  /* `jmp stub`, 5 bytes. */
+  _headBytes(plan) {
+    const w = new X86Writer(this.scratch, { pc: plan.target });
+    try {
+      w.putJmpAddress(plan.stub);
+      w.flush();
+      if (w.offset !== JMP_BYTES)
+        throw new Error(`inline stub out of a near jump's reach of ${plan.target}`);
+      return this.scratch.readByteArray(JMP_BYTES);
+    } finally {
+      w.dispose();
+    }
   }
 
   /*
-   * `jmp stub` over the first 5 bytes at `target`. The rest of the relocated instructions
-   * stay as they were (a thread that entered before, and is past the first 5 bytes, runs
-   * them as it would have). When the 5 bytes lie in one aligned 8-byte word (a function
-   * starts 16-byte aligned without an endbr64), one 8-byte store writes them: a thread
-   * executing the function meanwhile sees the old bytes or the new, never half of each.
-   * Otherwise the bytes are written one after another, as Frida's Interceptor does.
+   * The first 5 bytes at `target` (the jump, or the original bytes back), written at mem
+   * (where target is writable). The rest of the relocated instructions stay as they were (a
+   * thread that entered before, and is past the first 5 bytes, runs them as it would have).
+   * When the 5 bytes lie in one aligned 8-byte word (a function starts 16-byte aligned
+   * without an endbr64), one 8-byte store writes them: a thread executing the function
+   * meanwhile sees the old bytes or the new, never half of each. Otherwise the bytes are
+   * written one after another, as Frida's Interceptor does.
    */
-  _writeJump(target, stub) {
-    const jmp = Memory.alloc(8);
-    const w = new X86Writer(jmp, { pc: target });
-    w.putJmpAddress(stub);
-    w.flush();
-    if (w.offset !== JMP_BYTES)
-      throw new Error(`inline stub out of a near jump's reach of ${target}`);
-    w.dispose();
-    this._writeHead(target, jmp.readByteArray(JMP_BYTES));
-  }
-
-  /* The first 5 bytes at `target` (the jump, or the original bytes back): see _writeJump. */
-  _writeHead(target, head) {
+  _putHead(mem, target, head) {
     const offset = target.and(7).toInt32();
     if (offset <= 8 - JMP_BYTES) {
-      const word = target.sub(offset);
+      const word = mem.sub(offset);
       const bytes = new Uint8Array(word.readByteArray(8));
       bytes.set(new Uint8Array(head), offset);
-      const value = new DataView(bytes.buffer).getBigUint64(0, true);
-      Memory.patchCode(word, 8, code => code.writeU64(uint64(value.toString())));
+      word.writeU64(uint64(new DataView(bytes.buffer).getBigUint64(0, true).toString()));
     } else {
-      Memory.patchCode(target, JMP_BYTES, code => code.writeByteArray(head));
+      mem.writeByteArray(head);
     }
   }
 
@@ -227,8 +228,7 @@ class InlineHooksX64 extends InlineHooks {
    * call or system call would return into the relocated copy).
    */
   _prologueLength(target) {
-    const scratch = Memory.alloc(256);
-    const w = new X86Writer(scratch);
+    const w = new X86Writer(this.scratch);
     const r = new X86Relocator(target, w);
     let n = 0;
     try {
