@@ -70,8 +70,8 @@ def test_nothing_is_left_in_dev_shm_when_ada_is_killed(tmp_path, target_bin):
         start_new_session=True)
     try:
         wait_for_index_events(tmp_path / "out", 1000)
-        ada_pid = int(subprocess.run(["pgrep", "-f", "-n", "ada trace -q"], capture_output=True,
-                                     text=True).stdout.split()[0])
+        ada_pid = int(subprocess.run(["pgrep", "-f", "-n", f"ada trace .*-o {tmp_path}/out"],
+                                     capture_output=True, text=True).stdout.split()[0])
         os.kill(ada_pid, signal.SIGKILL)
         proc.wait(timeout=60)
     finally:

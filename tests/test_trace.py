@@ -184,8 +184,10 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, eng
         for clock in ("clock_ns", "realtime_ns"):
             assert 0.9e9 < end[clock] - start[clock] < 30e9
         work = function_events(s, "work")[0]
-        assert len(work) >= 2000 and len(work) % 2 == 0
-        assert_balanced(work)
+        assert len(work) >= 2000
+        # The program keeps calling work() as ada stops: a call it entered just before may
+        # return after the hooks are out (no RETURN; seen in the emulated arm64 machine).
+        assert_balanced(work, open_at_end=len(work) % 2)
         before = int(read_line(proc).split()[1])
         time.sleep(0.3)
         ticks = [read_line(proc) for _ in range(5)]
@@ -274,7 +276,7 @@ def test_without_a_system_compiler_auto_falls_back_to_tinycc_and_external_fails(
     env = dict(os.environ, PATH="/nonexistent")
     args = ("-o", tmp_path / "traces", "-f", target_bin("exact_calls"), "100",
             "-i", "exact_calls!work")
-    out = run_ada("trace", *args, env=env)
+    out = run_ada("trace", *args, "--cmodule-toolchain", "auto", env=env)
     assert out.returncode == 0, out.stderr
     assert "compiled by Frida's TinyCC; the system toolchain could not" in out.stderr
     s = atf.open_session(out.stdout.strip().splitlines()[-1])

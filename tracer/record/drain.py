@@ -110,6 +110,10 @@ class Drain(threading.Thread):
         """One pass over every ring; returns 0 when nothing at all moved."""
         rings = self.rings
         pulled = self.sync() if self.sync is not None else 0
+        # The heartbeat says the drain is alive: a thread that waits for room (a full ring, no
+        # free slot) gives up after stall_s (2 s) of silence. It beats as each step of a pass ends,
+        # not once a pass: with thousands of threads ending on a slow machine (the emulated
+        # arm64 one), one pass took longer than the 2 s default and threads stopped waiting.
         rings.heartbeat()
         if not self._clock_ready():
             return pulled
@@ -135,6 +139,7 @@ class Drain(threading.Thread):
                     self.stats.events += len(part)
                 rings.set_tail(slot, head)
                 moved += head - tail
+                rings.heartbeat()  # see the first beat above
             self.counts[binding.thread].drops = rings.drops(slot)
         self.stats.threads = len(self.thread_writers)
         if self.sink is not None:
@@ -189,6 +194,7 @@ class Drain(threading.Thread):
                 still_open.append(thread)
             else:
                 self.thread_writers[thread].finalize()
+                rings.heartbeat()
         self._closing = still_open
 
     def _drain_detail(self) -> int:
