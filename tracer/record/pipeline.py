@@ -93,7 +93,8 @@ class RingSpace:
             "detailCapacity": g.detail_capacity, "detailMode": DETAIL_MODE_CODES[o.detail],
             "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
             "policy": POLICY_DROP if o.on_full == "drop" else POLICY_WAIT,
-            "heartbeatNs": str(clock_ns()), "stallNs": str(int(o.stall_s * 1e9)),
+            "heartbeatNs": str(clock_ns()),
+            "stallNs": str(int((o.stall_s if self.transport == "shm" else o.rpc_stall_s) * 1e9)),
             "indexRingsOffset": str(g.index_rings_offset),
             "detailRingsOffset": str(g.detail_rings_offset), "pull": PULL_FORMAT,
         })

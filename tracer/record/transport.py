@@ -46,7 +46,8 @@ PULL_FORMAT = {"magic": PULL_MAGIC,
 DEFAULT_BUDGET = 16 << 20
 # One pull is sized to take about this long at the link's measured rate. Producers waiting for
 # room give up (and count drops) when the agent's heartbeat, renewed at each pull, is older than
-# --stall (2 s): on a slow link (2 MB/s to an emulated arm64 machine) a 16 MB pull took 8 s.
+# TraceOptions.rpc_stall_s (10 s): on a slow link (2 MB/s to an emulated arm64 machine) a 16 MB
+# pull took 8 s.
 PULL_SECONDS = 0.25
 RATE_SAMPLE_BYTES = 256 << 10  # pulls smaller than this say more about latency than the link
 
