@@ -78,7 +78,8 @@ class AdaAgent {
     state.add(L['agent.state_here']).writePointer(this.here);
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
-    if (config.hookEngine === 'inline')
+    const engine = chooseEngine(config.hookEngine);
+    if (engine.name === 'inline')
       this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags);
     const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
     if (ticks)
@@ -93,6 +94,8 @@ class AdaAgent {
       clockSource: ticks ? 'tsc' : 'os',
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
+      hookEngine: engine.name,
+      hookEngineWhy: engine.why,
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },
       layout: L,
     };

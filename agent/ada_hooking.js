@@ -10,6 +10,22 @@
  */
 
 /*
+ * The engine --hook-engine asks for: {name: 'inline' or 'frida', why}. auto takes the
+ * inline engine on x86_64 Linux (its fastest, and it records tail calls, exceptions and
+ * signal handlers where the Interceptor cannot) unless CET shadow stacks are on, and Frida's
+ * Interceptor elsewhere (the arm64 stubs have run only under emulation: docs/platforms.md).
+ */
+function chooseEngine(asked) {
+  if (asked !== 'auto')
+    return { name: asked, why: `--hook-engine ${asked}` };
+  if (Process.arch !== 'x64' || Process.platform !== 'linux')
+    return { name: 'frida', why: `auto: Frida's Interceptor on ${Process.platform} ${Process.arch}` };
+  if (shadowStacksOn())
+    return { name: 'frida', why: "auto: Frida's Interceptor, as CET shadow stacks are on" };
+  return { name: 'inline', why: 'auto: the inline engine on x86_64 Linux' };
+}
+
+/*
  * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
  */
 function inlineEngine(cm, layout, state, mapFlags) {

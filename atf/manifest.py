@@ -138,6 +138,8 @@ class Manifest:
     drops: dict[str, Any] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    hooks: dict[str, Any] = field(default_factory=dict)  # the engine, and how many functions not
+    # through it (by_interceptor_instead), refused or hooked as another's alias
     problems: list[str] = field(default_factory=list)  # entries left out, and why
 
     @property
@@ -208,7 +210,24 @@ def parse_manifest(doc: dict[str, Any], path: Path) -> Manifest:
         windows=_entries(doc, "windows", _window, problems),
         device=_dict(doc, "device", problems), drops=_dict(doc, "drops", problems),
         detail=_dict(doc, "detail", problems), options=_dict(doc, "options", problems),
-        problems=problems)
+        hooks=_hooks(doc), problems=problems)
+
+
+def _hooks(doc: dict[str, Any]) -> dict[str, Any]:
+    """How the functions were hooked, in brief (the lists stay in `document`)."""
+    engine = _str(doc.get("hook_engine"))
+    if engine is None:
+        return {}
+    out: dict[str, Any] = {"engine": engine}
+    why = _str(doc.get("hook_engine_why"))
+    if why:
+        out["chosen"] = why
+    for key, name in (("hook_fallbacks", "by_interceptor_instead"), ("hook_failures", "refused"),
+                      ("hook_aliases", "aliases")):
+        items = doc.get(key)
+        if isinstance(items, list) and items:
+            out[name] = len(items)
+    return out
 
 
 def _threads(threads: Any, path: Path) -> list[ThreadEntry] | None:

@@ -2,12 +2,14 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-First, the hook engines side by side, one and two threads: uninstrumented; uftrace recording
-a -pg build of the same source (found on PATH, or installed with apt-get when run as root;
-said when it cannot be); Frida's empty CModule hook; ada trace with --hook-engine frida and
-with --hook-engine inline; and inline's ratio to uftrace (targets: >= 1.0x uftrace and
->= 10 M calls/s, zero events lost). Then, for one thread calling small() in a loop (the
-target times its own loop):
+[--attach-only]
+First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
+a program that exits at once). Then the hook engines side by side, one and two threads:
+uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
+with apt-get when run as root; said when it cannot be); Frida's empty CModule hook; ada trace
+with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
+>= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then, for one thread calling small() in
+a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
   the drain keeps up; the 2-thread rate; and the detail lane: `--detail` (interleaved rounds
@@ -284,6 +286,53 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
     return run
 
 
+ATTACH_SIZES = (1, 100, 2000)
+
+
+def attach_target(tmp: Path) -> Path:
+    """A program with ATTACH_SIZES groups of exported functions (f<size>_<i>, each longer than
+    a jump) that exits at once: what `ada trace` costs is then mostly hooking them."""
+    src = tmp / "attach_target.c"
+    lines = ["volatile long sink;"]
+    for size in ATTACH_SIZES:
+        lines += [f"__attribute__((noinline, used)) long f{size}_{i}(long x) "
+                  f"{{ sink += x * {i + 3}; return sink; }}" for i in range(size)]
+    lines.append("int main(void) { return (int) f1_0(1) & 0; }")
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp / "attach_target"
+    subprocess.run(["gcc", "-O1", "-rdynamic", "-o", str(exe), str(src)], check=True)
+    return exe
+
+
+def compare_attach(tmp: Path, rounds: int) -> None:
+    """What hooking costs per function, each engine: `ada trace` of a program that exits at
+    once, timed whole with 1, 100 and 2,000 functions selected; the cost per function is the
+    difference over the extra functions (medians of interleaved rounds)."""
+    exe = attach_target(tmp)
+    print(f"attach: ada trace of a program that exits at once, {rounds} interleaved rounds, "
+          f"wall seconds (median)")
+    times: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        for engine in ENGINES:
+            for size in ATTACH_SIZES:
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "ada", "trace", "-q", "-o", str(tmp / "a"),
+                                "--hook-engine", engine, "-i", f"attach_target!f{size}_*",
+                                "-f", str(exe)], check=True, stdout=subprocess.DEVNULL)
+                times.setdefault((engine, size), []).append(time.perf_counter() - start)
+                shutil.rmtree(tmp / "a", ignore_errors=True)
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    per: dict[str, float] = {}
+    for engine in ENGINES:
+        row = ", ".join(f"{size:,} function(s) {med[engine, size]:.2f} s" for size in ATTACH_SIZES)
+        first, last = ATTACH_SIZES[0], ATTACH_SIZES[-1]
+        per[engine] = (med[engine, last] - med[engine, first]) / (last - first)
+        print(f"  ada {engine:<7}: {row}; {per[engine] * 1e3:.2f} ms per extra function")
+    if "inline" in per and per["frida"] > 0:
+        print(f"  per function, inline / frida: {per['inline'] / per['frida']:.2f}x "
+              f"(target: <= 1.0x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20_000_000, help="calls per run (default 20M)")
@@ -297,9 +346,15 @@ def main() -> None:
                     help="calls of the long run, sized to last >= 30 s (default 100M; 0 skips)")
     ap.add_argument("--engines-only", action="store_true",
                     help="only the hook engines' comparison (with uftrace)")
+    ap.add_argument("--attach-only", action="store_true",
+                    help="only what hooking 1, 100 and 2,000 functions costs, each engine")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-trace-"))
     try:
+        if not args.engines_only:
+            compare_attach(tmp, args.rounds)
+        if args.attach_only:
+            return
         exe = build(tmp)
         n = args.calls
         compare_engines(exe, n, tmp, args.rounds)

@@ -74,10 +74,11 @@ def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target
 # --- what the hooks do to a target: C++ exceptions, longjmp ----------------------------------
 
 def test_an_exception_thrown_through_a_hooked_function_is_named(tmp_path, target_bin):
-    """Frida's return trampolines have no unwind information: a C++ exception cannot cross a
-    hooked frame and the target aborts. ada says which function to exclude."""
-    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-through",
-                  "-i", "throws!thrower")
+    """With Frida's Interceptor: its return trampolines have no unwind information, so a C++
+    exception cannot cross a hooked frame and the target aborts. ada says which function to
+    exclude. (The inline engine lets it through: test_inline.py.)"""
+    out = run_ada("trace", "--hook-engine", "frida", "-o", tmp_path, "-f", target_bin("throws"),
+                  "throw-through", "-i", "throws!thrower")
     assert out.returncode == 0, out.stderr
     assert "called std::terminate inside 1 hooked call(s), the innermost throws!thrower" \
         in out.stderr and "-x 'throws!thrower'" in out.stderr
@@ -86,8 +87,8 @@ def test_an_exception_thrown_through_a_hooked_function_is_named(tmp_path, target
     assert s.manifest.document["end"]["crash"]["signal"] == "SIGABRT"
     assert s.manifest.document["unwinding"]["terminate"]["open_calls"] == 1
     # Excluded, the same program catches its exception and exits normally.
-    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "throw-through",
-                  "-i", "throws!thrower*", "-x", "throws!thrower")
+    out = run_ada("trace", "--hook-engine", "frida", "-o", tmp_path, "-f", target_bin("throws"),
+                  "throw-through", "-i", "throws!thrower*", "-x", "throws!thrower")
     assert out.returncode == 0 and "caught thrown" in out.stdout, out.stderr
     assert "std::terminate" not in out.stderr
 
@@ -102,13 +103,13 @@ def test_an_exception_caught_inside_a_hooked_function_is_fine(tmp_path, target_b
 
 
 def test_longjmp_out_of_hooked_calls_is_counted(tmp_path, target_bin):
-    """Each longjmp out of jumper() leaves Frida's record of the call behind (its memory grows
-    by ~2.4 KB each); ada counts them. The last one is only seen by a later call: n - 1.
-    Each call seen left ends with an EXCEPTION event, before the next CALL; the last stays
-    open."""
+    """With Frida's Interceptor, each longjmp out of jumper() leaves Frida's record of the call
+    behind (its memory grows by ~2.4 KB each); ada counts them and says so. The last one is
+    only seen by a later call: n - 1. Each call seen left ends with an EXCEPTION event, before
+    the next CALL; the last stays open."""
     n = 2000
-    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("throws"), "longjmp", n,
-                  "-i", "throws!jumper")
+    out = run_ada("trace", "--hook-engine", "frida", "-o", tmp_path, "-f", target_bin("throws"),
+                  "longjmp", n, "-i", "throws!jumper")
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
     assert s.manifest.document["unwinding"]["unwound_calls"] == n - 1

@@ -13,7 +13,7 @@ import pytest
 
 from ada.atf import format as F
 from helpers import (INLINE_MACHINES, assert_balanced, assert_verify_clean, function_events,
-                     read_line, trace_session as trace)
+                     read_line, run_ada, trace_session as trace)
 
 INLINE = ("--hook-engine", "inline")
 pytestmark = pytest.mark.skipif(platform.machine() not in INLINE_MACHINES,
@@ -156,6 +156,20 @@ def test_the_manifest_names_the_engine(tmp_path, target_bin):
                  "-i", "exact_calls!work")
     m = json.loads((s.path / "manifest.json").read_text())
     assert (m["hook_engine"], m["hook_fallbacks"]) == ("inline", [])
+    assert m["hook_engine_why"] == "--hook-engine inline"
+
+
+def test_auto_the_default_is_inline_on_x86_64_linux_and_ada_info_says_so(tmp_path, target_bin):
+    """No --hook-engine: the inline engine on x86_64 Linux, Frida's Interceptor on arm64 (its
+    stubs have run only under emulation); the manifest and `ada info` say which, and why."""
+    expected = "inline" if platform.machine() == "x86_64" else "frida"
+    s, _ = trace(tmp_path, "-f", target_bin("exact_calls"), "10", "-i", "exact_calls!work")
+    m = json.loads((s.path / "manifest.json").read_text())
+    assert m["hook_engine"] == expected and m["hook_engine_why"].startswith("auto: ")
+    assert len(function_events(s, "work")[0]) == 20
+    info = run_ada("info", s.path, check=True).stdout
+    (hooks,) = [line for line in info.splitlines() if line.startswith("hooks")]
+    assert f"engine={expected}, chosen=auto: " in hooks
 
 
 def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bin):

@@ -19,7 +19,8 @@ from .common import format_duration_ns
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="summarise a recorded session",
                        description="Summarise a session: process, clock, time range, threads, "
-                       "detail, drops, trigger windows, and whether it was closed cleanly.")
+                       "detail, hook engine, drops, trigger windows, and whether it was closed "
+                       "cleanly.")
     p.add_argument("session", help="session directory (pid_N, or the session_* above it; "
                    "one of several processes lists them all)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -58,6 +59,7 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "triggers": [t.as_dict() for t in manifest.triggers],
         "windows": [w.as_dict() for w in manifest.windows],
         "drops": manifest.drops or None,
+        "hooks": manifest.hooks or None,
         "has_manifest": session.manifest is not None,
         "threads": threads,
     }
@@ -136,6 +138,8 @@ def print_summary(s: dict[str, Any]) -> None:
     if isinstance(s["detail"], dict):
         d = s["detail"]
         out.append(("detail", ", ".join(f"{k}={v}" for k, v in d.items())))
+    if isinstance(s["hooks"], dict):
+        out.append(("hooks", ", ".join(f"{k}={v}" for k, v in s["hooks"].items())))
     if isinstance(s["drops"], dict):
         out.append(("drops", ", ".join(f"{k}={v}" for k, v in s["drops"].items())))
     width = max(len(k) for k, _ in out)

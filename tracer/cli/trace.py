@@ -88,11 +88,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "toolchains): external runs the target system's gcc -O2 (faster code), "
                    "internal uses Frida's built-in TinyCC; auto tries external on the local "
                    "device and falls back to internal, internal elsewhere")
-    g.add_argument("--hook-engine", choices=("frida", "inline"), default="frida",
-                   help="how functions are hooked: frida uses Frida's Interceptor; inline "
-                   "patches each function with ada's own entry and exit stubs (x86_64, and "
-                   "arm64 on Linux and Android; several times cheaper per call); a function it "
-                   "cannot patch safely falls back to the Interceptor, and ada says which")
+    g.add_argument("--hook-engine", choices=("auto", "frida", "inline"), default="auto",
+                   help="how functions are hooked: inline patches each function with ada's own "
+                   "entry and exit stubs (x86_64, and arm64 on Linux and Android; several times "
+                   "cheaper per call, and it records tail calls, exceptions and signal handlers "
+                   "right); a function it cannot patch safely falls back to the Interceptor, and "
+                   "ada says which; frida uses Frida's Interceptor; auto (the default) is inline "
+                   "on x86_64 Linux, frida elsewhere")
     g.add_argument("--no-follow-children", action="store_true",
                    help="leave the processes the target forks untraced (by default each is "
                    "recorded into its own pid_N/ beside the target's, and a new image after "

@@ -99,7 +99,7 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
 def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None],
                  engine: str = "frida") -> list[str]:
     """What the target went through because of the hooks or the rings, in ada's words
-    (`engine`: --hook-engine)."""
+    (`engine`: the one that hooked, inline or frida)."""
     out = []
     if summary["unbacked_threads"]:
         out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings in "

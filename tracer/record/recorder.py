@@ -340,7 +340,7 @@ class Recorder:
         summaries = pipeline.summaries()
         lost, said = losses(summaries.drain, self.undelivered)
         warnings.extend(said + side_effects(summaries.drain, self.hooked.function_name,
-                                            self.options.hook_engine))
+                                            self.agent_info.get("hookEngine", "frida")))
         clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
         try:
             pipeline.write_manifest(self._manifest(pipeline, summaries, ended_at, clean),
