@@ -88,6 +88,8 @@ const AgentHooking = {
     this.initial = { functions, triggers: triggerList };
     return {
       functions, triggers: triggerList, hits: this.selection.hits,
+      symbolHints: this.selection.symbolHints(found.map(f => ({ module: f.module,
+                                                                names: f.names.names }))),
       waiting: this.selection.waitingFor(loaded), anyModule: this.selection.anyModule,
       triggersWaiting: this.triggerSelection.waitingFor(loaded),
       triggersAnyModule: this.triggerSelection.anyModule,

@@ -182,6 +182,32 @@ class Selection {
     return selected;
   }
 
+  /*
+   * For each -i item that matched nothing: how many functions of its pattern the modules'
+   * symbol tables hold (not exported, so -i cannot see them; -s would trace them). 0 where
+   * none, or where the item is not an -i. Asked once, after the modules present at start.
+   */
+  symbolHints(modules) {
+    return this.items.map((item, i) => {
+      if (item.op !== 'include' || item.kind !== 'function' || this.hits[i] !== 0)
+        return 0;
+      const nameRe = globToRegExp(item.pattern);
+      let count = 0;
+      for (const { module, names } of modules) {
+        if (!this._names(item, names))
+          continue;
+        try {
+          for (const s of module.enumerateSymbols())
+            if (s.type === 'function' && !s.address.isNull() && nameRe.test(s.name))
+              count++;
+        } catch (e) {
+          /* a module whose symbols cannot be read gives no hint */
+        }
+      }
+      return count;
+    });
+  }
+
   /* -m/-M matches, found once (the ObjC resolver scans every class): per module path. */
   _objcMatches(item, i) {
     let resolver;

@@ -3,6 +3,7 @@ names, and what never matched. Real programs: plugin_host dlopens libplug.so.1.2
 libplug.so.1, reached through the symlinks libplug.so and libplug.so.1) after a delay."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,24 @@ def test_a_trigger_in_a_library_loaded_later(tmp_path, plugin, engine):
     triggers = s.manifest.document["triggers"]
     assert triggers and {t["function"] for t in triggers} == {"plug_work"}
     assert s.manifest.document["windows"] and len(function_events(s, "host_work")[0]) == 2
+
+
+def test_an_include_that_only_the_symbol_table_could_satisfy_says_to_use_s(tmp_path):
+    """A program built without -rdynamic exports none of its functions: -i cannot see them,
+    and ada names the -s that would (both when the module is named and when it is not)."""
+    exe = tmp_path / "unexported"
+    source = Path(__file__).parent / "targets" / "exact_calls.c"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", exe, source], check=True)
+    out = run_ada("trace", "-o", tmp_path / "named", "-f", exe, 5, "-i", "unexported!work")
+    assert out.returncode == 1, out.stderr
+    assert ("ada trace: error: no function matched the selection: -i unexported!work (1 function(s) of that name "
+            "are in the symbol table but not exported, which -i needs: -s unexported!work "
+            "traces them)") in out.stderr
+    out = run_ada("trace", "-o", tmp_path / "any", "-f", exe, 5, "-i", "wor?", "-i", "nothing*")
+    assert out.returncode == 1
+    assert ("never matched: -i wor? (1 function(s) of that name are in the symbol table but "
+            "not exported, which -i needs: -s wor? traces them); -i nothing*") in out.stderr
+    s = atf.open_session(session_path(out))  # the manifest keeps the items as typed
+    assert s.manifest.document["never_matched"] == ["-i wor?", "-i nothing*"]
+    s, _ = trace(tmp_path / "s", "-f", exe, 5, "-s", "unexported!work")
+    assert len(function_events(s, "work")[0]) == 10  # the hint's -s does trace them

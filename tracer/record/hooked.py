@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable
 
 from .frida_errors import describe_hook_failure
-from .selection import describe_selection
+from .selection import describe_missed
 
 
 class HookedFunctions:
@@ -36,6 +36,8 @@ class HookedFunctions:
         self.aliases: list[dict[str, Any]] = []
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
+        # per item: functions of its -i pattern found only in symbol tables at start (a hint)
+        self.symbol_hints: list[int] = [0] * len(selection)
 
     def add(self, functions: list[dict[str, Any]], triggers: list[dict[str, Any]],
             failures: list[dict[str, Any]], hits: list[int],
@@ -84,11 +86,13 @@ class HookedFunctions:
                     return f"{f['module']}!{f['name']}"
         return None
 
-    def never_matched(self) -> list[str]:
-        """The include items (as typed) that matched no function over the whole run."""
+    def never_matched(self, hints: bool = False) -> list[str]:
+        """The include items (as typed) that matched no function over the whole run; with
+        `hints`, each -i that -s would have satisfied says so."""
         with self._lock:
             hits = list(self.hits)
-        return [describe_selection([item]) for item, n in zip(self.selection, hits)
+        return [describe_missed(item, hint if hints else 0)
+                for item, n, hint in zip(self.selection, hits, self.symbol_hints)
                 if item["op"] == "include" and n == 0]
 
     def snapshot(self) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from .agent_code import agent_script, hot_path_source
 from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries
 from .protocol import read_message
 from .rings import clock_ns
-from .selection import describe_selection
+from .selection import describe_missed, describe_selection
 from .transport import resolve_transport
 
 
@@ -237,6 +237,7 @@ class Recorder:
         assert self.script is not None
         api = self.script.exports_sync
         found = api.resolve(self.options.selection, self.options.triggers)
+        self.hooked.symbol_hints = list(found.get("symbolHints") or self.hooked.symbol_hints)
         self._check_matches(found)
         self._string_args(found["functions"])
         hooked = api.hook()
@@ -254,8 +255,8 @@ class Recorder:
         o = self.options
         waiting = found["waiting"]
         if not found["functions"] and not waiting and not found["anyModule"]:
-            raise TracerError(f"no function matched the selection "
-                              f"({describe_selection(o.selection)})")
+            raise TracerError("no function matched the selection" + (
+                self._symbol_hint() or f" ({describe_selection(o.selection)})"))
         if o.triggers and not found["triggers"] and not found["triggersWaiting"] \
                 and not found["triggersAnyModule"]:
             raise TracerError(f"no function matched --trigger ({describe_selection(o.triggers)})")
@@ -267,6 +268,12 @@ class Recorder:
             self.info(f"waiting for {', '.join(waiting)} to load")
         elif not found["functions"]:
             self.info("no function matched yet: waiting for modules that load later")
+
+    def _symbol_hint(self) -> str:
+        """The -i items that symbol tables could satisfy, said when nothing matched."""
+        hinted = [describe_missed(item, n) for item, n
+                  in zip(self.options.selection, self.hooked.symbol_hints) if n]
+        return f": {'; '.join(hinted)}" if hinted else ""
 
     def trigger_now(self, kind: str) -> None:
         """A trigger from the person at the terminal (SIGUSR1, Enter); ignored without windows."""
@@ -317,7 +324,7 @@ class Recorder:
                 self.script.exports_sync.stop()
             except FRIDA_ERRORS as e:
                 warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
-        never = self.hooked.never_matched()
+        never = self.hooked.never_matched(hints=True)
         if never:
             warnings.append(f"never matched: {'; '.join(never)}")
         pipeline.stop()

@@ -98,6 +98,17 @@ def describe_selection(selection: list[dict[str, Any]]) -> str:
     return " ".join(parts) or "nothing selected"
 
 
+def describe_missed(item: dict[str, Any], symbols: int) -> str:
+    """An include item that matched nothing, with the hint when `symbols` functions of its
+    pattern are in the symbol table: -i sees exported names only, -s every named function."""
+    text = describe_selection([item])
+    if symbols and item["kind"] == "function":
+        text += (f" ({symbols} function(s) of that name are in the symbol table but not "
+                 f"exported, which -i needs: {describe_selection([{**item, 'kind': 'symbol'}])} "
+                 "traces them)")
+    return text
+
+
 class SelectionAction(argparse.Action):
     """Appends (in command-line order) to one shared list; `const` is the short flag whose
     meaning the option has, whichever spelling was typed."""
