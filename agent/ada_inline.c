@@ -103,6 +103,11 @@ ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
   while (n > keep)
   {
     n--;
+    if (st->entries[n].function_id == ADA_FRIDA_CALL)
+    {
+      t->in_frida_call = 0;  /* Frida's call was left too: the program's calls record again */
+      continue;
+    }
     ADA_EMIT (t, now, st->entries[n].function_id, ADA_EVENT_EXCEPTION, (guint32) n,
         ADA_NO_DETAIL);
     if (!st->entries[n].unwinding)
@@ -200,6 +205,28 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   n = ada_inline_live (t, st, sp, ret);
   if (n < st->len)
     ada_inline_drop (t, st, n, now);
+  /* Frida's code runs on program threads too (its exit and fork handling, the agent's
+   * exception handler): a call it makes returns into it (ada_own_call). It is not the
+   * program's, nor is any hooked call under it (libc's own, inside it): none is recorded
+   * until it returns, through the exit stub, which is why it is redirected at all. */
+  if (t->in_frida_call || (ada_own_call (ret) && n < st->capacity))
+  {
+    if (!t->in_frida_call)
+    {
+      e = &st->entries[n];
+      e->sp = sp;
+      e->ret = ret;
+      e->function_id = ADA_FRIDA_CALL;
+      e->unwinding = 0;
+      ADA_COMPILER_BARRIER ();
+      st->len = n + 1;
+      t->in_frida_call = 1;
+      frame[ADA_ENTRY_RET] = s->inline_exit;
+    }
+    ADA_COMPILER_BARRIER ();
+    t->busy = 0;
+    return;
+  }
   if (n >= st->capacity)
   {
     st->len = n;
@@ -254,6 +281,12 @@ ada_inline_leave (guint64 * frame)
     abort ();
   ret = st->entries[i - 1].ret;
   fid = st->entries[i - 1].function_id;
+  if (fid == ADA_FRIDA_CALL)
+  {
+    st->len = i - 1;  /* Frida's call is over (no event): the program's calls record again */
+    t->in_frida_call = 0;
+    return ret;
+  }
   if (ADA_FORKED ())
   {
     st->len = i - 1;  /* a call the parent entered, returning in a forked child */

@@ -199,6 +199,10 @@ typedef struct
   guint64 unwinding;          /* 1: ret is back where the exit stub was while an unwinder walks */
 } InlineEntry;
 
+/* An InlineEntry's function_id for a call Frida's code made on a program thread: redirected
+ * only so that its return ends the pause (no event: the program did not make it). */
+#define ADA_FRIDA_CALL 0xffffffffffffffffULL
+
 /* The inline engine's shadow stack of one thread slot: every hooked call whose return it
  * redirected, so the real return address can always be given back. Mapped by the slot's
  * first thread, kept for its later ones, never unmapped: after ada leaves, the exit stub
@@ -234,6 +238,8 @@ typedef struct
   InlineStack * inline_stack; /* the inline engine's (see ada_inline_enter) */
   guint32 busy;               /* inside ada_inline_enter/leave (a signal handler's calls skip) */
   guint32 skipped;            /* hooked calls not recorded: busy, or the shadow stack full */
+  guint32 in_frida_call;      /* inline engine: 1 while a call made by Frida's code on this
+                               * program thread is open (see ada_inline_enter) */
 } ThreadState;
 
 /* Frida's listener function data is several calls away; ic->function is a field. */
