@@ -223,7 +223,8 @@ const AgentHooking = {
       } catch (e) {
         failed.set(i, e.message);
         this.hookedAddresses.delete(f.address);
-        failures.push({ name: f.name, module: f.module, address: f.address, error: e.message });
+        failures.push({ name: f.name, module: f.module, address: f.address, error: e.message,
+                        inline: this.inline !== null ? reasons[k] : null });
       }
     });
     for (const [i, owner] of aliasOf) {

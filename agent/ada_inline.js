@@ -142,7 +142,7 @@ class InlineHooks {
       ['pointer', 'size_t']);
     this.scratch = Memory.alloc(256);  /* for code written only to be measured or copied */
     this.arenas = [];
-    this.hooks = [];   /* {at, size, bytes}: every patched function's original first bytes */
+    this.hooks = [];   /* {at, size, bytes, round}: every patch's original bytes */
     this.vector = this._map(NULL, Process.pageSize, INLINE_PAGE_RW);
     this.vector.writePointer(cm.ada_inline_enter);
     this.vector.add(8).writePointer(cm.ada_inline_leave);
@@ -254,7 +254,7 @@ class InlineHooks {
     const placed = [];
     for (const p of plans) {
       const before = placed[placed.length - 1];
-      if (before !== undefined && p.target.compare(before.target.add(this.headSize)) < 0) {
+      if (before !== undefined && p.target.compare(before.target.add(this._headSize(before))) < 0) {
         reasons[p.index] = `it starts inside the first bytes of ${before.address}, hooked`;
         continue;
       }
@@ -266,27 +266,54 @@ class InlineHooks {
     }
     const stubs = placed.map(plan => ({ at: plan.stub, size: this.stubSize, plan }));
     patchMany(stubs, (mem, stub) => this._putStub(mem, stub.plan));
-    const heads = [];
+    /* rounds[k]: the k-th patch of every plan (a jump a function's head leads to goes in
+     * before the head that leads to it) */
+    const rounds = [];
     for (const { plan, error } of stubs) {
-      if (error !== undefined)
+      if (error !== undefined) {
         reasons[plan.index] = error;
-      else
-        heads.push({ at: plan.target, size: this.headSize, bytes: this._headBytes(plan),
-                     original: plan.target.readByteArray(this.headSize), plan });
+        continue;
+      }
+      this._patches(plan).forEach(({ at, bytes }, k) => {
+        (rounds[k] = rounds[k] || []).push({ at, size: bytes.byteLength, bytes, plan, round: k,
+                                             original: at.readByteArray(bytes.byteLength) });
+      });
     }
-    patchMany(heads, (mem, head) => this._putHead(mem, head.at, head.bytes));
-    for (const head of heads) {
-      if (head.error !== undefined)
-        reasons[head.plan.index] = head.error;
-      else
-        this.hooks.push({ at: head.at, size: this.headSize, bytes: head.original });
+    const done = [];
+    for (const round of rounds) {
+      const go = round.filter(p => reasons[p.plan.index] === null);
+      patchMany(go, (mem, p) => this._putHead(mem, p.at, p.bytes));
+      for (const p of go) {
+        if (p.error !== undefined)
+          reasons[p.plan.index] = p.error;
+        done.push(p);
+      }
     }
+    /* A plan whose later patch failed keeps its earlier ones (a jump in padding nothing
+     * leads to): harmless, and put back with the rest. */
+    for (const p of done)
+      if (p.error === undefined)
+        this.hooks.push({ at: p.at, size: p.size, bytes: p.original, round: p.round });
     return reasons;
+  }
+
+  /* How many bytes at a plan's target its patch covers (each CPU's plans may say). */
+  _headSize(plan) {
+    return plan.headSize !== undefined ? plan.headSize : this.headSize;
+  }
+
+  /* The patches that hook a plan, in the order they go in: {at, bytes} each. One here, the
+   * head; a CPU whose heads can lead elsewhere first overrides it. */
+  _patches(plan) {
+    return [{ at: plan.target, bytes: this._headBytes(plan) }];
   }
 
   /* Put every function back; the stubs and shadow stacks stay for threads still inside. */
   unhook() {
-    patchMany(this.hooks.splice(0), (mem, h) => this._putHead(mem, h.at, h.bytes));
+    const hooks = this.hooks.splice(0);
+    const last = hooks.reduce((m, h) => Math.max(m, h.round), 0);
+    for (let round = last; round >= 0; round--)  /* heads first: then nothing leads on */
+      patchMany(hooks.filter(h => h.round === round), (mem, h) => this._putHead(mem, h.at, h.bytes));
   }
 
   /* The stubs stop calling the agent (see the opening comment). */

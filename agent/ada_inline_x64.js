@@ -10,7 +10,11 @@
  *                then fall into
  *   trampoline   the function's first instructions, relocated (X86Relocator), and a
  *                jmp back to the rest of the function.
- * The function's first instructions become `jmp entry stub` (Memory.patchCode).
+ * The function's first instructions become `jmp entry stub` (Memory.patchCode). A function
+ * shorter than that jump (`lea eax, [rdi+rsi]; ret`: 4 bytes) takes it over the alignment
+ * padding that follows it, or, where none does, takes a 2-byte `jmp short` to a `jmp entry
+ * stub` put in padding within its reach (CodePadding: bytes between a function's end and
+ * the next symbol, all nop or int3, which nothing runs).
  * One exit stub serves every function: a redirected return lands there; it saves the
  * same registers, calls ada_inline_leave, which gives the real return address, and
  * returns to it. All caller-saved registers, not just the arguments and results: gcc
@@ -20,6 +24,7 @@
 
 const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jmp back */
 const JMP_BYTES = 5;      /* jmp rel32 */
+const SHORT_JMP_BYTES = 2;  /* jmp rel8 */
 const NEAR = 0x7ff00000;  /* a rel32 jump's reach, with room to spare */
 const ENDBR64 = [0xf3, 0x0f, 0x1e, 0xfa];
 /* push orders (ada_platform.c names the frames' slots: ADA_ENTRY_*, ADA_EXIT_*) */
@@ -70,6 +75,118 @@ function putRestore(w, saved) {
     w.putPopReg(reg);
 }
 
+/*
+ * The alignment padding in modules' code, for the jumps of functions too short to hold one:
+ * after a function's end (its symbol's size), the nop and int3 instructions up to the next
+ * symbol, or up to a 16-byte boundary where a function without a symbol (a static one in a
+ * stripped library) starts. A compiler's fill: nothing executes it or jumps into it. Found
+ * per module on first need, and handed out once: a claimed byte is never given again.
+ */
+class CodePadding {
+  constructor() {
+    this.modules = new Map();  /* module path -> its runs {start, end}, by address */
+  }
+
+  /* Claim [start, end) if it lies in one run of padding. */
+  claim(start, end) {
+    const runs = this._runs(start);
+    const run = runs.find(r => r.start.compare(start) <= 0 && r.end.compare(end) >= 0);
+    if (run === undefined)
+      return false;
+    this._take(runs, run, start, end);
+    return true;
+  }
+
+  /* Claim `size` bytes starting in [lo, hi]: the start, or null. */
+  claimNear(lo, hi, size) {
+    const runs = this._runs(lo);
+    for (const run of runs) {
+      const start = run.start.compare(lo) > 0 ? run.start : lo;
+      if (start.compare(hi) <= 0 && start.add(size).compare(run.end) <= 0) {
+        this._take(runs, run, start, start.add(size));
+        return start;
+      }
+    }
+    return null;
+  }
+
+  _take(runs, run, start, end) {
+    const pieces = [];
+    if (run.start.compare(start) < 0)
+      pieces.push({ start: run.start, end: start });
+    if (end.compare(run.end) < 0)
+      pieces.push({ start: end, end: run.end });
+    runs.splice(runs.indexOf(run), 1, ...pieces);
+  }
+
+  _runs(address) {
+    const module = Process.findModuleByAddress(address);
+    if (module === null)
+      return [];
+    let runs = this.modules.get(module.path);
+    if (runs === undefined) {
+      runs = paddingRuns(module);
+      this.modules.set(module.path, runs);
+    }
+    return runs;
+  }
+}
+
+const PADDING_MAX = 64;  /* longer gaps are not alignment */
+
+/* A module's padding runs (see CodePadding), by address. */
+function paddingRuns(module) {
+  let symbols;
+  try {
+    symbols = module.enumerateSymbols();
+  } catch (e) {
+    return [];
+  }
+  const end = module.base.add(module.size);
+  const inside = a => !a.isNull() && a.compare(module.base) >= 0 && a.compare(end) < 0;
+  const starts = [...new Set(symbols.filter(s => inside(s.address)).map(s => s.address.toString()))]
+    .map(a => ptr(a)).sort((a, b) => a.compare(b));
+  const runs = new Map();
+  for (const s of symbols) {
+    if (s.type !== 'function' || !s.size || !inside(s.address))
+      continue;
+    const start = s.address.add(s.size);
+    let lo = 0, hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid].compare(start) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const next = lo < starts.length ? starts[lo] : end;
+    const padEnd = paddingEnd(start, next);
+    if (padEnd !== null && !runs.has(start.toString()))
+      runs.set(start.toString(), { start, end: padEnd });
+  }
+  return [...runs.values()].sort((a, b) => a.start.compare(b.start));
+}
+
+/* Where the nop and int3 instructions from `start` end, if that is `next` (the next
+ * symbol) or a 16-byte boundary within PADDING_MAX; else null (no padding, or code). */
+function paddingEnd(start, next) {
+  const limit = next.sub(start).compare(ptr(PADDING_MAX)) <= 0 ? next : start.add(PADDING_MAX);
+  let at = start;
+  try {
+    while (at.compare(limit) < 0) {
+      const insn = Instruction.parse(at);
+      if (insn.mnemonic !== 'nop' && insn.mnemonic !== 'int3')
+        break;
+      at = insn.next;
+    }
+  } catch (e) {
+    return null;
+  }
+  if (at.equals(start) || at.compare(limit) > 0)
+    return null;
+  return at.equals(next) || at.and(15).isNull() ? at : null;
+}
+
 class InlineHooksX64 extends InlineHooks {
   /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
   constructor(cm, layout, state, mapFlags) {
@@ -77,6 +194,7 @@ class InlineHooksX64 extends InlineHooks {
           { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000 });
     this.stubSize = STUB_BYTES;
     this.headSize = JMP_BYTES;
+    this.padding = new CodePadding();
   }
 
   _writeExitStub() {
@@ -150,14 +268,49 @@ class InlineHooksX64 extends InlineHooks {
     return { enter: at, leave: at.add(16) };
   }
 
-  /* Where the jump goes (past an endbr64: indirect calls need that landing pad) and how
-   * many bytes of whole instructions the stub relocates, or why it cannot be hooked. */
+  /* Where the jump goes (past an endbr64: indirect calls need that landing pad), how many
+   * bytes of whole instructions the stub relocates and how many the head covers (and, for a
+   * short jump, where its jmp to the stub goes: `slot`), or why it cannot be hooked. */
   _plan(code) {
     let target = code;
     if (ENDBR64.every((b, i) => target.add(i).readU8() === b))
       target = target.add(ENDBR64.length);
-    const length = this._prologueLength(target);
-    return typeof length === 'string' ? length : { target, length };
+    const scan = this._scan(target);
+    if (typeof scan === 'string')
+      return scan;
+    if (scan.length >= JMP_BYTES && scan.blocked === null)
+      return { target, length: scan.length, headSize: JMP_BYTES };
+    return this._planShort(target, scan);
+  }
+
+  /*
+   * A function that ends (ret, jmp) before 5 bytes: the jump goes over the padding after
+   * it, or else a short jump leads to one put in padding within 128 bytes; neither if one
+   * of its own branches lands inside what the patch covers. The short jump also serves a
+   * function with a call or system call in its first 5 bytes, past its first 2.
+   */
+  _planShort(target, scan) {
+    const backInto = size => scan.branches.some(t => t.compare(target) > 0 &&
+                                                     t.compare(target.add(size)) < 0);
+    if (scan.ended && !backInto(JMP_BYTES) &&
+        this.padding.claim(target.add(scan.length), target.add(JMP_BYTES)))
+      return { target, length: scan.length, headSize: JMP_BYTES };
+    let length = 0;
+    for (const size of scan.sizes) {
+      if (length >= SHORT_JMP_BYTES)
+        break;
+      length += size;
+    }
+    if (length >= SHORT_JMP_BYTES && !backInto(SHORT_JMP_BYTES)) {
+      const from = target.add(SHORT_JMP_BYTES);  /* a short jump's displacement counts from here */
+      const slot = this.padding.claimNear(from.sub(128), from.add(127), JMP_BYTES);
+      if (slot !== null)
+        return { target, length, headSize: SHORT_JMP_BYTES, slot };
+    }
+    const why = scan.blocked !== null ? `its first instructions cannot move (${scan.blocked})`
+      : `too short to hook inline (${scan.length} bytes before it ends)`;
+    return `${why}, with no alignment padding ${scan.blocked !== null ? '' : 'after it or '}` +
+      'within a short jump of it to hold a jump';
   }
 
   /* The entry stub and trampoline of `plan` (see the opening comment), written at mem. */
@@ -187,32 +340,48 @@ class InlineHooksX64 extends InlineHooks {
     }
   }
 
-  /* `jmp stub`, 5 bytes. */
+  /* `jmp stub`, 5 bytes at the target; for a short jump's plan, `jmp short slot` there. */
   _headBytes(plan) {
-    const w = new X86Writer(this.scratch, { pc: plan.target });
+    if (plan.slot !== undefined) {
+      const distance = plan.slot.sub(plan.target.add(SHORT_JMP_BYTES)).toInt32();
+      return new Uint8Array([0xeb, distance & 0xff]).buffer;
+    }
+    return this._jmpBytes(plan.target, plan.stub);
+  }
+
+  /* `jmp to` written at `at`: 5 bytes. */
+  _jmpBytes(at, to) {
+    const w = new X86Writer(this.scratch, { pc: at });
     try {
-      w.putJmpAddress(plan.stub);
+      w.putJmpAddress(to);
       w.flush();
       if (w.offset !== JMP_BYTES)
-        throw new Error(`inline stub out of a near jump's reach of ${plan.target}`);
+        throw new Error(`inline stub out of a near jump's reach of ${at}`);
       return this.scratch.readByteArray(JMP_BYTES);
     } finally {
       w.dispose();
     }
   }
 
+  /* A short jump's plan: the jump to the stub in the padding first, then the head. */
+  _patches(plan) {
+    const head = { at: plan.target, bytes: this._headBytes(plan) };
+    return plan.slot === undefined ? [head]
+      : [{ at: plan.slot, bytes: this._jmpBytes(plan.slot, plan.stub) }, head];
+  }
+
   /*
-   * The first 5 bytes at `target` (the jump, or the original bytes back), written at mem
-   * (where target is writable). The rest of the relocated instructions stay as they were (a
-   * thread that entered before, and is past the first 5 bytes, runs them as it would have).
-   * When the 5 bytes lie in one aligned 8-byte word (a function starts 16-byte aligned
+   * The bytes at `target` (a jump, or the original bytes back), written at mem (where
+   * target is writable). The rest of the relocated instructions stay as they were (a
+   * thread that entered before, and is past the first bytes, runs them as it would have).
+   * When the bytes lie in one aligned 8-byte word (a function starts 16-byte aligned
    * without an endbr64), one 8-byte store writes them: a thread executing the function
    * meanwhile sees the old bytes or the new, never half of each. Otherwise the bytes are
    * written one after another, as Frida's Interceptor does.
    */
   _putHead(mem, target, head) {
     const offset = target.and(7).toInt32();
-    if (offset <= 8 - JMP_BYTES) {
+    if (offset <= 8 - head.byteLength) {
       const word = mem.sub(offset);
       const bytes = new Uint8Array(word.readByteArray(8));
       bytes.set(new Uint8Array(head), offset);
@@ -223,30 +392,42 @@ class InlineHooksX64 extends InlineHooks {
   }
 
   /*
-   * How many bytes of whole instructions make room for the jmp, or why there are not
-   * enough: the function ends first (too short), or an instruction cannot move (a
-   * call or system call would return into the relocated copy).
+   * The function's first instructions, read until they make room for the jmp or the
+   * function ends (ret, jmp): {length (bytes read), sizes (each instruction's), branches
+   * (where its direct jumps go), ended (by a ret or jmp, not an instruction it could not
+   * read), blocked (a call or system call that cannot move, which ends them: it would
+   * return into the relocated copy)}; or why they cannot move at all.
    */
-  _prologueLength(target) {
+  _scan(target) {
     const w = new X86Writer(this.scratch);
     const r = new X86Relocator(target, w);
-    let n = 0;
+    const sizes = [], branches = [];
+    let n = 0, ended = false, blocked = null;
     try {
       while (n < JMP_BYTES) {
         const next = r.readOne();
         if (next === 0)
-          return `too short to hook inline (${n} bytes before it ends)`;
+          break;
         const insn = r.input;
-        if (next < JMP_BYTES && /^(call|syscall|sysenter|int)/.test(insn.mnemonic))
-          return `its first instructions cannot move (${insn.mnemonic} at +${n})`;
+        if (next < JMP_BYTES && /^(call|syscall|sysenter|int)/.test(insn.mnemonic)) {
+          if (n < SHORT_JMP_BYTES)
+            return `its first instructions cannot move (${insn.mnemonic} at +${n})`;
+          blocked = `${insn.mnemonic} at +${n}`;  /* the instructions before it may do */
+          break;
+        }
+        if (/^(j|loop)/.test(insn.mnemonic) && insn.operands.length > 0 && insn.operands[0].type === 'imm')
+          branches.push(ptr(insn.operands[0].value));
+        sizes.push(next - n);
         n = next;
-        if (r.eoi && n < JMP_BYTES)
-          return `too short to hook inline (${n} bytes)`;
+        if (r.eoi) {
+          ended = true;
+          break;
+        }
       }
     } finally {
       r.dispose();
       w.dispose();
     }
-    return n;
+    return { length: n, sizes, branches, ended, blocked };
   }
 }

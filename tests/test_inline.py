@@ -196,3 +196,39 @@ def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bi
             ev = ev[:-1]  # open as ada left
         assert len(ev) > 1000 and ev["event_kind"][0] == F.EVENT_CALL
         assert_balanced(ev)
+
+
+def test_functions_shorter_than_the_jump_are_hooked_with_their_arguments(tmp_path, target_bin):
+    """pad_host (3 bytes) takes the jump over the padding after it; packed (4 bytes, with
+    packed_next right after it) a 2-byte short jump to a jump put in padding nearby; both
+    engines before refused them. Every call is recorded, with its arguments and result."""
+    exe = target_bin("short_functions")
+    if platform.machine() == "x86_64":  # the layout the test is about, as the assembler made it
+        from elftools.elf.elffile import ELFFile
+        with open(exe, "rb") as f:
+            symtab = ELFFile(f).get_section_by_name(".symtab")
+            sym = {name: symtab.get_symbol_by_name(name)[0].entry
+                   for name in ("pad_host", "packed", "packed_next")}
+        assert [sym[n]["st_size"] for n in sym] == [3, 4, 4]
+        assert sym["packed_next"]["st_value"] == sym["packed"]["st_value"] + 4
+    n = 300
+    s, out = trace(tmp_path, *INLINE, "-f", exe, n, "--detail", "-i", "short_functions!pad_host",
+                   "-i", "short_functions!packed*", "-i", "short_functions!work", quiet=False)
+    assert "warning" not in out.stderr, out.stderr
+    m = s.manifest.document
+    assert m["hook_failures"] == [] and m["hook_fallbacks"] == []
+    for name in ("pad_host", "packed", "packed_next"):
+        ev = function_events(s, name)[0]
+        assert len(ev) == 2 * n, name
+        assert_balanced(ev)
+    t = s.threads[0]
+    packed = function_events(s, "packed")[0]
+    first, second = F.REGISTER_NAMES[t.index.arch][:2]
+    details = [t.get_detail_for(i) for i, e in enumerate(t.index.events)
+               if int(e["function_id"]) == int(packed["function_id"][0])]
+    calls = [d for d in details if d.event_type == F.DETAIL_FUNCTION_CALL]
+    returns = [d for d in details if d.event_type == F.DETAIL_FUNCTION_RETURN]
+    assert [(d.registers[first], d.registers[second]) for d in calls] == \
+        [(i, 1000 + i) for i in range(n)]
+    assert [d.return_value & 0xffffffff for d in returns] == [1000 + 2 * i for i in range(n)]
+    assert_verify_clean(s.path)

@@ -47,6 +47,8 @@ class HookedFunctions:
         Interceptor instead of the inline engine; `aliases` through another's hook)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
+            if f.get("inline"):  # the inline engine's refusal came first
+                f["reason"] = f"inline: {f['inline']}; Frida's Interceptor: {f['reason']}"
             use = "use as a trigger" if f.get("trigger") else "hook"
             self.warn(f"cannot {use} {f['name']} in {f['module']} ({f['address']}): "
                       f"{f['reason']}; the other functions are traced")
