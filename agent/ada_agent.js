@@ -24,7 +24,9 @@ class AdaAgent {
     this.here = null;        /* see hereFlag: reads 0 in a forked child's copy of this script */
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
     this.region = null;
-    this.regionFd = -1;      /* the shared memory file, open while the process lives */
+    this.regionFd = -1;      /* the shared memory (memfd or file), open while the process lives */
+    this.regionKind = null;  /* where the rings are: 'memfd', 'file' (shm transport) or 'rpc' */
+    this.regionWhy = null;   /* why a memfd was asked for and not had */
     this.regionSize = 0;
     this.layout = null;      /* the region's offsets and constants by name (readLayout) */
     this.selection = null;       /* Selection of the functions to trace (ada_selection.js) */
@@ -65,8 +67,7 @@ class AdaAgent {
     const L = this.layout = readLayout(this.cm);
     if (L['agent.sizeof_state'] > AGENT_STATE_BYTES)
       throw new Error(`agent state of ${L['agent.sizeof_state']} bytes exceeds ${AGENT_STATE_BYTES}`);
-    this.region = config.shmPath !== null ? this._mapShared(config.shmPath, config.regionSize)
-                                          : this._mapPrivate(config.regionSize, plat.anonMapFlags);
+    this.region = this._mapRegion(config, plat.anonMapFlags);
     this.regionSize = config.regionSize;
     this._writeHeader(config);
     const threads = Memory.alloc(config.maxThreads * L['agent.sizeof_thread_state']);
@@ -94,6 +95,7 @@ class AdaAgent {
       clockSource: ticks ? 'tsc' : 'os',
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
+      region: this.regionKind, regionFd: this.regionFd, regionWhy: this.regionWhy,
       hookEngine: engine.name,
       hookEngineWhy: engine.why,
       mainModule: { name: Process.mainModule.name, path: Process.mainModule.path },

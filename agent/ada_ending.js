@@ -82,7 +82,7 @@ const AgentEnding = {
                     ctl.add(L['slot.detail_head']).readU64().toString()]);
       }
     }
-    const rpcData = this.config !== null && this.config.shmPath === null && this.region !== null;
+    const rpcData = this.regionKind === 'rpc' && this.region !== null;
     this.handedOver = true;
     send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus },
          rpcData ? this.pull([], this._pendingBytes(), []) : null);

@@ -1,8 +1,9 @@
 'use strict';
 /*
  * ada agent, the transport (AgentTransport, methods of AdaAgent): the ring region and how
- * its bytes reach the host. The region is a shared memory file both sides map (the shm
- * transport) or private pages the host pulls from (the rpc transport: pull() copies what
+ * its bytes reach the host. The region is shared memory the host maps too (the shm
+ * transport: a memfd made here, which the host opens through /proc/PID/fd, else the /dev/shm
+ * file the host made) or private pages the host pulls from (the rpc transport: pull() copies what
  * is new into one buffer, and does the host's consumer side here: the tails it consumed,
  * the slots it freed, its heartbeat). The header fields the host chose are written here
  * before ada_init completes the header.
@@ -12,7 +13,74 @@ const O_RDWR = 2;
 const O_CLOEXEC = Process.platform === 'darwin' ? 0x1000000 : 0x80000;
 const MAP_SHARED = 1;
 
+const MFD_CLOEXEC = 1;
+const SYS_MEMFD_CREATE = { x64: 319, arm64: 279 };
+
 const AgentTransport = {
+  /*
+   * The region: a memfd when the host asked for one (Linux), else the host's /dev/shm file,
+   * else private pages (the rpc transport). Sets regionKind ('memfd', 'file', 'rpc') and,
+   * when a memfd could not be had, regionWhy.
+   */
+  _mapRegion(config, anonMapFlags) {
+    if (config.memfd) {
+      const base = this._mapMemfd(config.regionSize, Number(config.indexRingsOffset));
+      if (base !== null) {
+        this.regionKind = 'memfd';
+        return base;
+      }
+    }
+    if (config.shmPath !== null) {
+      this.regionKind = 'file';
+      return this._mapShared(config.shmPath, config.regionSize);
+    }
+    this.regionKind = 'rpc';
+    return this._mapPrivate(config.regionSize, anonMapFlags);
+  },
+
+  /* A memfd of `size` bytes, its first `backed` bytes (header and slot controls) backed now
+   * (each thread's rings are, as it starts: ada_reserve_rings), mapped shared; kept open.
+   * Null, with regionWhy said, where the system has none or no memory for it. */
+  _mapMemfd(size, backed) {
+    const fn = (name, ret, args) => {
+      const address = Module.findGlobalExportByName(name);
+      return address !== null ? new NativeFunction(address, ret, args) : null;
+    };
+    let create = fn('memfd_create', 'int', ['pointer', 'uint']);
+    if (create === null) {
+      const syscall = fn('syscall', 'int', ['long', 'pointer', 'uint']);
+      const number = SYS_MEMFD_CREATE[Process.arch];
+      if (syscall !== null && number !== undefined)
+        create = (name, flags) => syscall(number, name, flags);
+    }
+    const ftruncate = fn('ftruncate', 'int', ['int', 'int64']);
+    const fallocate = fn('posix_fallocate', 'int', ['int', 'int64', 'int64']);
+    const close = fn('close', 'int', ['int']);
+    const mmap = fn('mmap', 'pointer', ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    if (create === null || ftruncate === null || fallocate === null || close === null) {
+      this.regionWhy = 'the target has no memfd_create';
+      return null;
+    }
+    const fd = create(Memory.allocUtf8String('ada-rings'), MFD_CLOEXEC);
+    if (fd < 0) {
+      this.regionWhy = 'the target could not create a memfd';
+      return null;
+    }
+    let base = ptr(-1);
+    if (ftruncate(fd, size) === 0) {
+      const error = fallocate(fd, 0, backed);
+      if (error === 0)
+        base = mmap(NULL, size, PROT_READ_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (base.equals(ptr(-1))) {
+      close(fd);
+      this.regionWhy = `the target has no memory for a ${Math.round(size / 1048576)} MB memfd`;
+      return null;
+    }
+    this.regionFd = fd;
+    return base;
+  },
+
   _mapShared(path, size) {
     const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int']);
     const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);

@@ -495,7 +495,7 @@ def facts(options, **changes):
     base = dict(options=options, target=Target("file", ["/bin/demo", "x"]), pid=77, spawned=True,
                 device={"id": "local", "name": "Local System", "type": "local"},
                 agent={"platform": "linux", "mainModule": {"name": "demo", "path": "/bin/demo"},
-                       "toolchain": "external", "toolchainFallback": None},
+                       "toolchain": "external", "toolchainFallback": None, "region": "memfd"},
                 arch=F.ARCH_X86_64, os_id=F.OS_LINUX, clock_type=F.CLOCK_BOOTTIME,
                 transport="shm", frida_version="17.0.0",
                 hooked={"functions": FUNCTIONS, "failures": [], "unloaded": []},
@@ -524,7 +524,7 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
                             "os": "linux", "platform": "linux", "spawned": True,
                             "argv": ["/bin/demo", "x"], "parent_pid": None, "origin": None,
                             "children": []}
-    assert m["session"]["duration_s"] == 2.5 and m["transport"] == {"kind": "shm"}
+    assert m["session"]["duration_s"] == 2.5 and m["transport"] == {"kind": "shm", "region": "memfd"}
     assert m["time_range"] == [900, 1400]
     assert [(t["id"], t["tid"], t["index_events"], t["detail_events"], t["has_detail"],
              t["drops"]) for t in m["threads"]] == [(0, 601, 4, 4, True, 0),

@@ -1,5 +1,5 @@
 """What a recording needs from the machine, when it is short: a small /dev/shm (Docker's default
-is 64 MiB) never kills the target, nothing of a recording is left in /dev/shm even when ada is
+is 64 MiB) does not limit the memfd region and never kills the target with the file region, nothing of a recording is left in /dev/shm even when ada is
 SIGKILLed, and a full disk stops the recording with everything written kept and described.
 
 Each test runs ada in a private mount namespace (`unshare -m`, as root) with its own small
@@ -25,10 +25,9 @@ def in_private_shm(size: str, *ada_args: object, after: str = "", where: str = "
     return ["unshare", "-m", "sh", "-c", script]
 
 
-def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_path, target_bin,
-                                                                          engine):
-    """200 threads x 1 MiB rings do not fit in 64 MiB: the threads that find no room are
-    counted with their events, and the target runs to its end."""
+def test_a_small_dev_shm_does_not_limit_the_memfd_region(tmp_path, target_bin, engine):
+    """200 threads x 1 MiB rings in a 64 MiB /dev/shm: the region is a memfd the target
+    makes (memory, not /dev/shm), so every thread is recorded whole."""
     calls, threads = 3000, 200
     out = subprocess.run(in_private_shm("64m", "trace", *engine, "-q", "-o", tmp_path, "-f",
                                         target_bin("ends"), calls, threads, "exit:0",
@@ -37,6 +36,27 @@ def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_p
     assert out.returncode == 0, out.stderr
     s = atf.open_session(session_path(out))
     m = s.manifest.document
+    assert m["transport"] == {"kind": "shm", "region": "memfd"}
+    assert m["end"]["reason"] == "target-exited" and m["end"]["clean"] is True
+    assert m["drops"]["unbacked_threads"] == 0 and m["drops"]["overflow_events"] == 0
+    assert sorted(len(t.index) for t in s.threads) == [2 * calls] * threads
+    assert "ada-" not in out.stderr  # ls /dev/shm: nothing there
+
+
+def test_a_small_dev_shm_file_region_leaves_threads_unrecorded_and_counted_never_kills(
+        tmp_path, target_bin, engine):
+    """The /dev/shm file (where there is no memfd; ADA_RING_REGION=file here): threads that
+    find no room are counted with their events, and the target runs to its end."""
+    calls, threads = 3000, 200
+    out = subprocess.run(in_private_shm("64m", "trace", *engine, "-q", "-o", tmp_path, "-f",
+                                        target_bin("ends"), calls, threads, "exit:0",
+                                        "-i", "ends!work", after="ls /dev/shm >&2;"),
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={**os.environ, "ADA_RING_REGION": "file"})
+    assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    m = s.manifest.document
+    assert m["transport"] == {"kind": "shm", "region": "file"}
     assert m["end"]["reason"] == "target-exited" and m["end"]["exit_status"] == 0
     assert m["drops"]["unbacked_threads"] > 0 and m["end"]["clean"] is False
     assert "no room for their rings in /dev/shm" in out.stderr
@@ -46,17 +66,25 @@ def test_a_small_dev_shm_leaves_threads_unrecorded_and_counted_never_kills(tmp_p
 
 
 def test_a_dev_shm_too_small_for_one_thread(tmp_path, target_bin, engine):
-    """auto falls back to the rpc transport, saying why; shm by name is refused in one line."""
+    """The memfd region needs none of it. With the file region, auto falls back to the rpc
+    transport, saying why; shm by name is refused in one line."""
     args = ("trace", *engine, "-o", tmp_path, "-f", target_bin("exact_calls"), 1000, "-i",
             "exact_calls!work")
     out = subprocess.run(in_private_shm("512k", *args), capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
+    s = atf.open_session(session_path(out))
+    assert s.manifest.document["transport"] == {"kind": "shm", "region": "memfd"}
+    assert len(s.threads[0].index) == 2000
+    file_region = {**os.environ, "ADA_RING_REGION": "file"}
+    out = subprocess.run(in_private_shm("512k", *args), capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env=file_region)
+    assert out.returncode == 0, out.stderr
     assert "/dev/shm has" in out.stderr and "rpc transport" in out.stderr
     s = atf.open_session(session_path(out))
     assert s.manifest.document["transport"]["kind"] == "rpc" and len(s.threads[0].index) == 2000
     out = subprocess.run(in_private_shm("512k", *args, "--transport", "shm"),
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, env=file_region)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert "/dev/shm has 0.5 MiB free" in out.stderr and "Traceback" not in out.stderr
 

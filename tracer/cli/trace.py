@@ -70,14 +70,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-threads", type=thread_count, default=1024, metavar="N",
                    help="threads that hold a ring at once, 1..16384 (default 1024; a thread "
                    "that ends gives its ring back); a thread that starts while all are held, "
-                   "or finds no room in /dev/shm, is counted with its events as dropped")
+                   "or finds no memory for its rings, is counted with its events as dropped")
     g.add_argument("--ring-kb", type=ring_kb, default=1024, metavar="KB",
                    help="index ring size per thread in KiB, a power of two up to 1048576 "
                    "(default 1024 = 32768 events)")
     g.add_argument("--transport", choices=("auto", "shm", "rpc"), default="auto",
                    help="how rings reach ada: shared memory (local device only) or pulled over "
-                   "Frida's channel; auto picks shm locally (rpc if /dev/shm cannot hold one "
-                   "thread's rings), rpc elsewhere")
+                   "Frida's channel; auto picks shm locally (a memfd on Linux, else a /dev/shm "
+                   "file; rpc if neither can hold one thread's rings), rpc elsewhere")
     g.add_argument("--clock-source", choices=("auto", "os"), default="auto",
                    help="how the hot path reads time: auto uses the CPU's time-stamp counter "
                    "where the kernel's clock runs on it (x86_64 Linux), converted to "

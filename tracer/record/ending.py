@@ -97,11 +97,16 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
 
 
 def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None],
-                 engine: str = "frida") -> list[str]:
+                 engine: str = "frida", region: str | None = "file") -> list[str]:
     """What the target went through because of the hooks or the rings, in ada's words
-    (`engine`: the one that hooked, inline or frida)."""
+    (`engine`: the one that hooked, inline or frida; `region`: where the rings were, a
+    memfd or a /dev/shm file)."""
     out = []
-    if summary["unbacked_threads"]:
+    if summary["unbacked_threads"] and region == "memfd":
+        out.append(f"{summary['unbacked_threads']:,} thread(s) found no memory for their rings "
+                   "(a memory limit on the target): their events are counted as dropped; use "
+                   "a smaller --ring-kb or fewer --max-threads")
+    elif summary["unbacked_threads"]:
         out.append(f"{summary['unbacked_threads']:,} thread(s) found no room for their rings in "
                    "/dev/shm (it is full): their events are counted as dropped; use --transport "
                    "rpc, a smaller --ring-kb, or a larger /dev/shm")

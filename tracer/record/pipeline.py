@@ -1,6 +1,7 @@
 """The parts one recording's events flow through, and their state.
 
-    agent's rings (SharedRegion mapped here, or the RpcMirror pulled over Frida)
+    agent's rings (a MemfdRegion or SharedRegion mapped here, or the RpcMirror pulled over
+    Frida)
         -> Drain -> SessionWriter (index.atf, detail.atf of each thread)
                  -> detail sink (AlwaysDetailSink for --detail, WindowDetailSink for the
                     flight recorder), which persists detail through the same writers
@@ -16,6 +17,8 @@ the Frida side (attach, hook, the agent's messages, stop); this module owns the 
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +32,8 @@ from .drain import Drain
 from .ending import TargetEnd
 from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
-                    RegionSpaceError, RingReader, SharedRegion, check_layout, clock_ns)
+                    MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
+                    clock_ns)
 from .transport import PULL_FORMAT, RpcMirror
 
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
@@ -63,32 +67,41 @@ class Summaries:
 
 class RingSpace:
     """The ring region, laid out before the agent loads: in shared memory when it can be
-    mapped here (the agent maps the same file), else mirrored over Frida's channel."""
+    mapped here (a memfd the agent makes on Linux, else a /dev/shm file both map), else
+    mirrored over Frida's channel."""
 
     def __init__(self, options: TraceOptions, transport: str,
                  info: Callable[[str], None] = lambda m: None) -> None:
         self.options = o = options
+        self.info = info
         self.transport = transport  # "shm" or "rpc"
         detail_capacity = o.detail_ring_bytes if o.detail != "off" else 0
         self.geometry = RegionGeometry(o.max_threads, o.ring_events, detail_capacity)
-        self.region: SharedRegion | None = None
+        self.region: SharedRegion | MemfdRegion | None = None
+        self.memfd = transport == "shm" and memfd_wanted()
+        self.kind = "rpc"  # where the region ended up: "memfd", "file" or "rpc"
         if transport == "shm":
             try:
                 self.region = SharedRegion(self.geometry)
             except RegionSpaceError as e:
-                if o.transport == "shm":  # asked for by name
+                if self.memfd:  # the target's memfd may do without /dev/shm
+                    self.shm_problem = str(e)
+                elif o.transport == "shm":  # asked for by name
                     raise
-                info(f"{e}: the rings go over Frida's channel instead (the rpc transport)")
-                self.transport = "rpc"
+                else:
+                    info(f"{e}: the rings go over Frida's channel instead (the rpc transport)")
+                    self.transport = "rpc"
 
-    def configure_agent(self, api: Any, toolchain: str, hot_path_source: str) -> dict[str, Any]:
-        """Configure the loaded agent (it compiles the hot path and maps the region); returns
-        its facts. Raises TracerError if the compiled layout is not the host's."""
+    def configure_agent(self, api: Any, toolchain: str, hot_path_source: str,
+                        pid: int) -> dict[str, Any]:
+        """Configure the loaded agent (it compiles the hot path and makes or maps the region);
+        returns its facts. Raises TracerError if the compiled layout is not the host's."""
         o, g = self.options, self.geometry
         facts = api.init({
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine,
-            "shmPath": str(self.region.path) if self.region else None, "regionSize": g.size,
+            "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
+            "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
             "detailCapacity": g.detail_capacity, "detailMode": DETAIL_MODE_CODES[o.detail],
             "stackBytes": o.stack_bytes, "triggerGapNs": str(int(o.trigger_gap_ms * 1e6)),
@@ -101,6 +114,16 @@ class RingSpace:
         check_layout(facts["layout"])
         if self.region is not None:
             self.region.unlink()  # both sides have it mapped: nothing outlives them in /dev/shm
+        self.kind = facts.get("region", "file" if self.region is not None else "rpc")
+        if self.kind == "memfd":
+            self.region = MemfdRegion(self.geometry, pid, int(facts["regionFd"]))
+        elif self.kind == "rpc" and self.transport == "shm":
+            why = facts.get("regionWhy") or getattr(self, "shm_problem", "")
+            if o.transport == "shm":  # asked for by name
+                raise RegionSpaceError(f"no shared ring region: {why}")
+            self.info(f"{why}: the rings go over Frida's channel instead (the rpc transport)")
+            self.region = None
+            self.transport = "rpc"
         return facts
 
     def close(self) -> None:
@@ -108,6 +131,12 @@ class RingSpace:
         it stay valid)."""
         if self.region is not None:
             self.region.unlink()
+
+
+def memfd_wanted() -> bool:
+    """A memfd region on Linux unless ADA_RING_REGION=file asks for the /dev/shm file (the
+    fallback, kept testable)."""
+    return sys.platform.startswith("linux") and os.environ.get("ADA_RING_REGION") != "file"
 
 
 class Pipeline:

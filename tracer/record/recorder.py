@@ -203,10 +203,10 @@ class Recorder:
         self.script.on("message", self._on_message)
         self.script.load()
         self.space = RingSpace(self.options, self.transport, self.info)
-        self.transport = self.space.transport
         self.agent_info = self.space.configure_agent(
             self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device),
-            hot_path_source())
+            hot_path_source(), self.pid)
+        self.transport = self.space.transport
         info = self.agent_info
         if info.get("clockAnchor"):
             self.clock_anchors.append(anchor(info["clockAnchor"], "start"))
@@ -248,7 +248,9 @@ class Recorder:
         refused = sum(1 for f in hooked["failures"] if not f.get("trigger"))
         self.info(f"hooked {hooked['hooked']} function(s) in pid {self.pid}"
                   + (f" ({refused} could not be, listed in the manifest)" if refused else "")
-                  + f"; recording ({self.transport} transport)")
+                  + f"; recording ({self.transport} transport"
+                  + (f", {self.agent_info.get('region')} region)" if self.transport == "shm"
+                     else ")"))
 
     def _check_matches(self, found: dict[str, Any]) -> None:
         """Nothing matched at start is an error only when no module loading later could match."""
@@ -347,7 +349,8 @@ class Recorder:
         summaries = pipeline.summaries()
         lost, said = losses(summaries.drain, self.undelivered)
         warnings.extend(said + side_effects(summaries.drain, self.hooked.function_name,
-                                            self.agent_info.get("hookEngine", "frida")))
+                                            self.agent_info.get("hookEngine", "frida"),
+                                            self.agent_info.get("region")))
         clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
         try:
             pipeline.write_manifest(self._manifest(pipeline, summaries, ended_at, clean),

@@ -5,10 +5,12 @@ reports, by name, every field the host or the agent's JavaScript touches; the Ja
 its offsets from that report, and `check_layout` compares the whole report with the mirror
 declared here (LAYOUT), so the three cannot drift apart silently.
 
-Local device: the region is a file in /dev/shm (mode 0600, unique name), mapped
-by the agent and by this process, and unlinked as soon as both have it: nothing is
-left in /dev/shm whatever becomes of either process. Rings survive a crash of the
-target. The header and slot controls are reserved when the file is made, each
+Local device: on Linux the region is a memfd the agent creates in the target (memory, not a
+file: a small /dev/shm, Docker's 64 MiB, does not limit it), which this process maps through
+/proc/PID/fd (MemfdRegion). Elsewhere, or where the target cannot make one, it is a file in
+/dev/shm (mode 0600, unique name), mapped by the agent and by this process, and unlinked as soon
+as both have it (SharedRegion). Either way nothing is left behind whatever becomes of either
+process, and the rings survive a crash of the target. The header and slot controls are reserved when the file is made, each
 thread's rings as the thread first claims a slot (ada_reserve_rings): a page that
 cannot be backed would kill the target with SIGBUS, a failed reservation only
 leaves that thread unrecorded, and counted.
@@ -171,6 +173,32 @@ class SharedRegion:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+class MemfdRegion:
+    """The region the agent made as a memfd in the target, mapped here through /proc/PID/fd
+    (the mapping stays valid whatever becomes of the target)."""
+
+    def __init__(self, geometry: RegionGeometry, pid: int, fd: int) -> None:
+        self.geometry = geometry
+        self.path = Path(f"/proc/{pid}/fd/{fd}")
+        try:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as e:
+            raise TracerError(f"cannot open the target's ring region ({self.path}): {e.strerror};"
+                              " --transport rpc does without") from None
+        try:
+            self.map = mmap.mmap(descriptor, geometry.size, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            raise TracerError(f"cannot map the target's ring region ({self.path}): {e.strerror};"
+                              " --transport rpc does without") from None
+        finally:
+            os.close(descriptor)
+        self.buf = np.frombuffer(self.map, dtype=np.uint8)
+
+    def unlink(self) -> None:
+        """Nothing to remove: a memfd has no name."""
 
 
 def _free_bytes(path: Path) -> int | None:
