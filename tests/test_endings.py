@@ -21,7 +21,8 @@ def trace_ending(tmp_path, target_bin, transport, ending, *extra):
 
 def assert_every_call(s):
     work = {t: ev for t, ev in function_events(s, "work").items() if len(ev)}
-    assert sorted(len(ev) for ev in work.values()) == [2 * CALLS] * THREADS
+    assert sorted(len(ev) for ev in work.values()) == [2 * CALLS] * THREADS, \
+        s.manifest.document["drops"]  # a shortfall says whether it was counted, and how
     for ev in work.values():
         assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], CALLS))
 
