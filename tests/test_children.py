@@ -55,9 +55,10 @@ def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin,
     assert_verify_clean(main.parent)
 
 
-def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, target_bin):
-    out = run_ada("trace", "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M, "wait",
-                  "-i", "forks!work", "--no-follow-children")
+def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, target_bin,
+                                                                    engine):
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), N, M,
+                  "wait", "-i", "forks!work", "--no-follow-children")
     assert out.returncode == 0, out.stderr
     ids = pids(out)
     (main,) = session_lines(out)
