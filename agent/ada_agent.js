@@ -79,6 +79,7 @@ class AdaAgent {
     state.add(L['agent.state_here']).writePointer(this.here);
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
+    writeOwnCode(this.cm, L, state);
     const engine = chooseEngine(config.hookEngine);
     if (engine.name === 'inline')
       this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags);

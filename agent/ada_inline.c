@@ -49,16 +49,6 @@ ada_count (volatile guint64 * counter, gssize n)
   g_atomic_pointer_add ((volatile gssize *) counter, n);
 }
 
-/* A call made by ada itself (this module, or Frida's code it calls: the TLS lookup, a
- * wait, mapping a shadow stack) into a function the inline engine hooks: it returns to
- * one of these ranges. It runs unrecorded and is no loss: the program did not make it. */
-static gboolean
-ada_own_call (guint64 ret)
-{
-  const guint64 * r = ada_state.own_code;
-  return (ret >= r[0] && ret < r[1]) || (ret >= r[2] && ret < r[3]);
-}
-
 /* One of the threads Frida had started when the inline hooks went in (the agent lists
  * them: Frida cloaks its threads). Its first hooked call may come through libc, called by
  * Frida (poll, say), where the return address does not tell (see ada_own_call). */
@@ -75,13 +65,6 @@ ada_frida_thread (void)
     if (s->frida_tids[i] == tid)
       return TRUE;
   return FALSE;
-}
-
-/* An address in Frida's agent (for the agent to find its code: see ada_own_call). */
-guint64
-ada_frida_code (void)
-{
-  return (guint64) (gsize) gum_tls_key_get_value;
 }
 
 /*

@@ -60,6 +60,21 @@ function mappingOf(address) {
 }
 
 /*
+ * ada's own code and Frida's agent, whose calls into hooked functions are not the program's
+ * (ada_own_call): their mappings into AdaState, for either engine.
+ */
+function writeOwnCode(cm, layout, state) {
+  const frida = new NativeFunction(cm.ada_frida_code, 'pointer', [])();
+  [cm.ada_on_enter, frida].forEach((address, i) => {
+    const range = mappingOf(address);
+    if (range === null)
+      return;
+    state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
+    state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
+  });
+}
+
+/*
  * Write code at many places with few Memory.patchCode calls (each one reads the process's
  * mappings and changes page protections: about a millisecond): places within one mapping
  * share a call. items: {at, size, ...}; write(mem, item) writes item's bytes at mem (where
@@ -149,15 +164,6 @@ class InlineHooks {
     this.exitStub = this._writeExitStub();
     this.detached = this._writeDetachedCode(state);
     state.add(layout['agent.state_inline_exit']).writePointer(this.exitStub);
-    /* ada's own code, whose calls into hooked functions are not the program's */
-    const frida = new NativeFunction(cm.ada_frida_code, 'pointer', [])();
-    [cm.ada_inline_enter, frida].forEach((address, i) => {
-      const range = mappingOf(address);
-      if (range === null)
-        return;
-      state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
-      state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
-    });
     const fridaThreads = fridaThreadIds(layout['agent.frida_tids']);
     fridaThreads.forEach((tid, i) => state.add(layout['agent.state_frida_tids'] + 4 * i).writeU32(tid));
     state.add(layout['agent.state_frida_tid_count']).writeU32(fridaThreads.length);

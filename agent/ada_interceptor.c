@@ -7,6 +7,23 @@
  * ada_same_stack serves the inline engine too.
  */
 
+/* A call made by ada itself (this module, or Frida's code it calls: the TLS lookup, a
+ * wait, mapping a shadow stack) into a hooked function: it returns to one of these
+ * ranges. It runs unrecorded and is no loss: the program did not make it. */
+static gboolean
+ada_own_call (guint64 ret)
+{
+  const guint64 * r = ada_state.own_code;
+  return (ret >= r[0] && ret < r[1]) || (ret >= r[2] && ret < r[3]);
+}
+
+/* An address in Frida's agent (for the agent to find its code: see ada_own_call). */
+guint64
+ada_frida_code (void)
+{
+  return (guint64) (gsize) gum_tls_key_get_value;
+}
+
 /*
  * Whether `v`, the return address a hooked function was entered with, is one of the
  * Interceptor's on_leave trampolines. The Interceptor points a hooked call's return
@@ -120,10 +137,38 @@ ada_left_frames (ThreadState * t, GumInvocationContext * ic, guint64 sp, guint64
   while (t->shadow_len > n)
   {
     t->shadow_len--;
+    if (t->shadow_fid[t->shadow_len] == ADA_FRIDA_CALL)
+    {
+      t->in_frida_call = 0;  /* (a call Frida's code made: no event) */
+      left--;
+      continue;
+    }
     ADA_EMIT (t, now, t->shadow_fid[t->shadow_len], ADA_EVENT_EXCEPTION, t->shadow_len,
         ADA_NO_DETAIL);
   }
   return left;
+}
+
+/*
+ * Frida engine: is this thread inside a call Frida's code made (see ada_on_enter)? A call
+ * or return at a higher sp, on the same stack, shows that call was left without a return
+ * (a longjmp out of it): that ends the pause.
+ */
+static gboolean
+ada_in_frida_call (ThreadState * t, guint64 sp)
+{
+  guint64 at;
+
+  if (!t->in_frida_call)
+    return FALSE;
+  at = t->shadow_sp[t->shadow_len - 1];
+  if (sp > at && ada_same_stack (t, sp, at))
+  {
+    t->shadow_len--;
+    t->in_frida_call = 0;
+    return FALSE;
+  }
+  return TRUE;
 }
 
 void
@@ -136,12 +181,27 @@ ada_on_enter (GumInvocationContext * ic)
   guint32 depth;
 
   ADA_BEGIN (now, t);
+  if (ada_in_frida_call (t, sp))
+    return;  /* under a call Frida's code made: not the program's */
   ADA_FUNCTION_ID (ic, fid);
   /* Calls at or below this sp have been left without a return (a longjmp), but for a
    * tail call (see ada_left_frames): they are not open any more. */
   if (t->depth_extra == 0 && t->shadow_len > 0 && t->shadow_sp[t->shadow_len - 1] <= sp &&
       ada_left_frames (t, ic, sp, now, TRUE) != 0)
     ada_count_stale_frames (t, ic);
+  /* Frida's code runs on program threads too (the exception handler, its fork and exit
+   * handling outside a listener): a call that returns into it (ada_own_call) is not the
+   * program's, nor is any hooked call under it. Its entry (no event; the function's
+   * address where a return address goes) marks the pause until it returns. */
+  if (ada_own_call (ADA_ENTRY_RETURN_ADDRESS (ic)) && t->depth_extra == 0 &&
+      t->shadow_len < ADA_SHADOW_MAX)
+  {
+    t->shadow_fid[t->shadow_len] = ADA_FRIDA_CALL;
+    t->shadow_ret[t->shadow_len] = (guint64) (gsize) ic->function;
+    t->shadow_sp[t->shadow_len++] = sp;
+    t->in_frida_call = 1;
+    return;
+  }
   depth = t->shadow_len + t->depth_extra;
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
@@ -189,6 +249,16 @@ ada_on_leave (GumInvocationContext * ic)
   guint32 depth;
 
   ADA_BEGIN (now, t);
+  if (ada_in_frida_call (t, sp))
+  {
+    guint32 top = t->shadow_len - 1;
+    if (sp == t->shadow_sp[top] && (guint64) (gsize) ic->function == t->shadow_ret[top])
+    {
+      t->shadow_len--;  /* the call Frida's code made returns: the program's record again */
+      t->in_frida_call = 0;
+    }
+    return;
+  }
   /* sp on leave is the sp its CALL saw. Deeper entries were left without a
    * return (each ends with an EXCEPTION event); the matching entry gives the CALL's
    * depth, which a RETURN carries. A tail call and the call that jumped to it share an

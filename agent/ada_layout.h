@@ -238,8 +238,8 @@ typedef struct
   InlineStack * inline_stack; /* the inline engine's (see ada_inline_enter) */
   guint32 busy;               /* inside ada_inline_enter/leave (a signal handler's calls skip) */
   guint32 skipped;            /* hooked calls not recorded: busy, or the shadow stack full */
-  guint32 in_frida_call;      /* inline engine: 1 while a call made by Frida's code on this
-                               * program thread is open (see ada_inline_enter) */
+  guint32 in_frida_call;      /* 1 while a call made by Frida's code on this program thread
+                               * is open (ada_inline_enter, ada_on_enter) */
 } ThreadState;
 
 /* Frida's listener function data is several calls away; ic->function is a field. */

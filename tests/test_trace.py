@@ -436,3 +436,18 @@ def test_tiny_ring_waits_and_loses_nothing(tmp_path, target_bin, engine):
     assert thread["waits"] > 0 and thread["wait_ms"] > 0
     assert (total["waits"], total["wait_ms"]) == (thread["waits"], thread["wait_ms"])
     assert_verify_clean(s.path)
+
+
+def test_a_crash_with_libc_hooked_records_nothing_of_fridas_handler(tmp_path, target_bin, engine):
+    """boom() writes through NULL. Frida's exception handler then runs on the crashing thread
+    (getenv, locks, reads, setjmp...): none of it is the program's, so nothing is recorded
+    under boom() but, with the inline engine, one sigaction pair that still is (its caller
+    is not in Frida's agent's code, and is not told apart)."""
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("ends"), 3, 0, "segv-traced",
+                 "-I", "libc.so.6", "-i", "ends!boom", "-i", "ends!work", timeout=240)
+    assert s.manifest.document["end"]["reason"] == "target-crashed"
+    names = s.symbol_names()
+    ev = s.threads[0].index.events
+    calls = [names[int(e["function_id"])] for e in ev if e["event_kind"] == F.EVENT_CALL]
+    after = calls[calls.index("boom") + 1:]
+    assert set(after) <= {"__sigaction", "__libc_sigaction"} and len(after) <= 2, after[:20]
