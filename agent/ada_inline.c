@@ -125,6 +125,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   InlineStack * st;
   InlineEntry * e;
   guint64 n;
+  gboolean frida;
 
   if (ADA_FORKED ())
     return;
@@ -137,7 +138,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   t = gum_tls_key_get_value (s->tls_key);
   if (t == NULL)
   {
-    gboolean frida = ada_own_call (ret);
+    frida = ada_own_call (ret);
     if (!frida)
     {
       gum_tls_key_set_value (s->tls_key, &s->unmasked);
@@ -191,21 +192,10 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   /* Frida's code runs on program threads too (its exit and fork handling, the agent's
    * exception handler): a call it makes returns into it (ada_own_call). It is not the
    * program's, nor is any hooked call under it (libc's own, inside it): none is recorded
-   * until it returns, through the exit stub, which is why it is redirected at all. */
-  if (t->in_frida_call || (ada_own_call (ret) && n < st->capacity))
+   * until it returns, through the exit stub, which is why it is redirected at all (its
+   * entry says ADA_FRIDA_CALL, and no event is written). */
+  if (t->in_frida_call)
   {
-    if (!t->in_frida_call)
-    {
-      e = &st->entries[n];
-      e->sp = sp;
-      e->ret = ret;
-      e->function_id = ADA_FRIDA_CALL;
-      e->unwinding = 0;
-      ADA_COMPILER_BARRIER ();
-      st->len = n + 1;
-      t->in_frida_call = 1;
-      frame[ADA_ENTRY_RET] = s->inline_exit;
-    }
     ADA_COMPILER_BARRIER ();
     t->busy = 0;
     return;
@@ -218,14 +208,19 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     t->busy = 0;
     return;
   }
+  frida = ada_own_call (ret);
   e = &st->entries[n];
   e->sp = sp;
   e->ret = ret;
-  e->function_id = function_id;
+  e->function_id = frida ? ADA_FRIDA_CALL : function_id;
   e->unwinding = 0;
   ADA_COMPILER_BARRIER ();
   st->len = n + 1;
-  if (s->detail_mode == ADA_DETAIL_OFF)
+  if (frida)
+  {
+    t->in_frida_call = 1;
+  }
+  else if (s->detail_mode == ADA_DETAIL_OFF)
   {
     ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n, ADA_NO_DETAIL);
   }

@@ -80,6 +80,7 @@ class RingSpace:
         self.region: SharedRegion | MemfdRegion | None = None
         self.memfd = transport == "shm" and memfd_wanted()
         self.kind = "rpc"  # where the region ended up: "memfd", "file" or "rpc"
+        self.shm_problem = ""  # why /dev/shm could not hold the file region, if it could not
         if transport == "shm":
             try:
                 self.region = SharedRegion(self.geometry)
@@ -118,7 +119,7 @@ class RingSpace:
         if self.kind == "memfd":
             self.region = MemfdRegion(self.geometry, pid, int(facts["regionFd"]))
         elif self.kind == "rpc" and self.transport == "shm":
-            why = facts.get("regionWhy") or getattr(self, "shm_problem", "")
+            why = facts.get("regionWhy") or self.shm_problem
             if o.transport == "shm":  # asked for by name
                 raise RegionSpaceError(f"no shared ring region: {why}")
             self.info(f"{why}: the rings go over Frida's channel instead (the rpc transport)")
