@@ -214,6 +214,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (terminate_depth);
   ADA_HEADER (terminate_fid);
   ADA_HEADER (skipped_events);
+  ADA_HEADER (trap_calls);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);
@@ -251,6 +252,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_own_code", ADA_OFFSET (AdaState, own_code));
   ADA_LAYOUT ("agent.state_frida_tids", ADA_OFFSET (AdaState, frida_tids));
   ADA_LAYOUT ("agent.state_frida_tid_count", ADA_OFFSET (AdaState, frida_tid_count));
+  ADA_LAYOUT ("agent.state_traps", ADA_OFFSET (AdaState, traps));
   ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));

@@ -168,6 +168,7 @@ const AgentHooking = {
     const failures = [];
     const fallbacks = [];  /* functions the inline engine left to the Interceptor, and why */
     const aliases = [];    /* functions that only jump to another one's code, hooked already */
+    const breakpoints = [];  /* functions hooked through an int3 (the inline engine's last resort) */
     for (const f of functions)
       this.hookedAddresses.set(f.address, f.functionId);
     this._publishTable();
@@ -207,10 +208,13 @@ const AgentHooking = {
       owners.set(key, i);
       candidates.push(i);
     }
+    const item = i => ({ code: code[i], functionId: functions[i].functionId,
+                         address: ptr(functions[i].address) });
+    /* ADA_INLINE_HOOK=breakpoint in ada's environment: every function through an int3 */
+    const trapAll = this.inline !== null && this.config.inlineHook === 'breakpoint';
     const reasons = this.inline === null ? candidates.map(() => '')
-      : this.inline.hookAll(candidates.map(i => ({ code: code[i], functionId: functions[i].functionId,
-                                                   address: ptr(functions[i].address) })));
-    const failed = new Map();  /* index -> why neither engine could hook it */
+      : this.inline.hookAll(candidates.map(item), { trap: trapAll });
+    const refused = [];  /* {i, reason, error}: neither the jumps nor the Interceptor took it */
     candidates.forEach((i, k) => {
       const f = functions[i];
       try {
@@ -218,14 +222,30 @@ const AgentHooking = {
           Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
           if (this.inline !== null)
             fallbacks.push({ name: f.name, module: f.module, address: f.address, reason: reasons[k] });
+        } else if (trapAll) {
+          breakpoints.push({ name: f.name, module: f.module, address: f.address,
+                             reason: 'ADA_INLINE_HOOK=breakpoint' });
         }
         this.codeOwners.set(code[i].toString(), `${f.module}!${f.name}`);
       } catch (e) {
-        failed.set(i, e.message);
-        this.hookedAddresses.delete(f.address);
-        failures.push({ name: f.name, module: f.module, address: f.address, error: e.message,
-                        inline: this.inline !== null ? reasons[k] : null });
+        refused.push({ i, reason: this.inline !== null ? reasons[k] : null, error: e.message });
       }
+    });
+    /* The last resort: a breakpoint hook (the inline engine, x86_64 Linux), a signal a call. */
+    const traps = this.inline === null || refused.length === 0 ? []
+      : this.inline.hookAll(refused.map(r => item(r.i)), { trap: true });
+    const failed = new Map();  /* index -> why no engine could hook it */
+    refused.forEach(({ i, reason, error }, k) => {
+      const f = functions[i];
+      if (traps[k] === null) {
+        breakpoints.push({ name: f.name, module: f.module, address: f.address, reason });
+        this.codeOwners.set(code[i].toString(), `${f.module}!${f.name}`);
+        return;
+      }
+      failed.set(i, error);
+      this.hookedAddresses.delete(f.address);
+      failures.push({ name: f.name, module: f.module, address: f.address, error,
+                      inline: reason === null ? null : `${reason}; as a breakpoint: ${traps[k]}` });
     });
     for (const [i, owner] of aliasOf) {
       const f = functions[i], o = functions[owner];
@@ -247,7 +267,7 @@ const AgentHooking = {
       }
     }
     Interceptor.flush();
-    return { hooked, failures, fallbacks, aliases };
+    return { hooked, failures, fallbacks, aliases, breakpoints };
   },
 
   /*
@@ -312,9 +332,9 @@ const AgentHooking = {
                                          this.triggerSelection.functionsIn(module, names.names));
     if (functions.length === 0 && triggers.length === 0)
       return;
-    const { hooked, failures, fallbacks, aliases } = this._attach(functions, triggers);
+    const { hooked, failures, fallbacks, aliases, breakpoints } = this._attach(functions, triggers);
     send({ type: MESSAGES.moduleLoaded, module: module.name, functions, triggers, hooked, failures,
-           fallbacks, aliases, hits: this.selection.hits });
+           fallbacks, aliases, breakpoints, hits: this.selection.hits });
   },
 
   /*
@@ -370,5 +390,7 @@ const AgentHooking = {
       while (busy.readU32() !== 0 && Date.now() < deadline)
         Thread.sleep(0.001);
     }
+    /* after the waits: a thread that hit an int3 just before it went is past the handler */
+    this.inline.removeTrapHandler();
   },
 };

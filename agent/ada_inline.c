@@ -410,4 +410,114 @@ ada_inline_caught (GumInvocationContext * ic)
 {
   ada_inline_swap_returns (ic, FALSE);
 }
+#if defined (HAVE_I386) && defined (ADA_TID_SYSCALL)
+/*
+ * Breakpoint hooks (x86_64 Linux): the last resort for a function with no room for a
+ * jump nor padding within a short jump of it (code built at -O1 or -Os packs functions).
+ * Its first byte becomes int3; the SIGTRAP that follows lands in ada_inline_trap, which
+ * sends the thread on to the function's entry stub, as the jump would have (rip, in the
+ * frame the kernel restores), and counts the call: a signal's round trip each, some
+ * microseconds. Any other SIGTRAP goes to the handler that was there (Frida's, which
+ * passes it to the program's). Installed with the system call itself: Frida replaced
+ * libc's sigaction to keep its own handler first, and a program's handler apart.
+ */
+#define ADA_SIGTRAP 5
+#define ADA_SYS_RT_SIGACTION 13
+#define ADA_SYS_TGKILL 234
+#define ADA_SYS_GETPID 39
+#define ADA_SA_SIGINFO 4ULL
+#define ADA_SA_RESTORER 0x04000000ULL
+#define ADA_SA_ONSTACK 0x08000000ULL
+#define ADA_UC_RIP 168          /* offsetof (ucontext_t, uc_mcontext.gregs[REG_RIP]) */
+
+/* The kernel's struct sigaction. What was there before lives in AdaState: TinyCC's code
+ * pages are not writable, and neither are its static variables. */
+typedef struct
+{
+  gpointer handler;
+  guint64 flags;
+  gpointer restorer;
+  guint64 mask;
+} AdaKernelSigaction;
+
+/* What was in front before ada's handler (ada_state.trap_before). */
+static AdaKernelSigaction *
+ada_trap_before (void)
+{
+  return (AdaKernelSigaction *) ada_state.trap_before;
+}
+
+void
+ada_inline_trap (int sig, gpointer info, gpointer uc)
+{
+  guint64 * rip = (guint64 *) ((guint8 *) uc + ADA_UC_RIP);
+  const TrapTable * table = ada_state.traps;
+  const AdaKernelSigaction * before = ada_trap_before ();
+  guint64 at = *rip - 1, lo = 0, hi = table != NULL ? table->count : 0;
+
+  while (lo < hi)
+  {
+    guint64 mid = (lo + hi) / 2;
+
+    if (table->entries[mid].at < at)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (table != NULL && lo < table->count && table->entries[lo].at == at)
+  {
+    if (!ADA_FORKED ())
+      ada_count (&ada_state.region->trap_calls, 1);
+    *rip = table->entries[lo].stub;
+    return;
+  }
+  if ((before->flags & ADA_SA_SIGINFO) != 0 && before->handler != NULL)
+  {
+    ((void (*) (int, gpointer, gpointer)) before->handler) (sig, info, uc);
+  }
+  else if ((gsize) before->handler > 1)  /* neither SIG_DFL nor SIG_IGN */
+  {
+    ((void (*) (int)) before->handler) (sig);
+  }
+  else if (before->handler == NULL)
+  {
+    /* SIG_DFL: put it back and raise the trap again, delivered as the handler returns */
+    syscall (ADA_SYS_RT_SIGACTION, (glong) ADA_SIGTRAP, before, NULL, 8L);
+    ada_state.trap_installed = 0;
+    syscall (ADA_SYS_TGKILL, syscall (ADA_SYS_GETPID), (glong) ada_os_thread_id (), (glong) ADA_SIGTRAP);
+  }
+}
+
+/* Put ada_inline_trap in front for SIGTRAP (once); `restorer`: the code a handler returns
+ * through (rt_sigreturn), used when the handler before had none. 0, or -1. */
+int
+ada_inline_trap_install (gpointer restorer)
+{
+  AdaKernelSigaction * before = ada_trap_before ();
+  AdaKernelSigaction act;
+
+  if (ada_state.trap_installed)
+    return 0;
+  if (syscall (ADA_SYS_RT_SIGACTION, (glong) ADA_SIGTRAP, NULL, before, 8L) != 0)
+    return -1;
+  act.handler = (gpointer) ada_inline_trap;
+  act.flags = ADA_SA_SIGINFO | ADA_SA_ONSTACK | ADA_SA_RESTORER;
+  act.restorer = (before->flags & ADA_SA_RESTORER) != 0 ? before->restorer : restorer;
+  act.mask = 0;
+  if (syscall (ADA_SYS_RT_SIGACTION, (glong) ADA_SIGTRAP, &act, NULL, 8L) != 0)
+    return -1;
+  ada_state.trap_installed = 1;
+  return 0;
+}
+
+/* The handler before back (ada leaves: this module is unloaded next). */
+void
+ada_inline_trap_remove (void)
+{
+  if (!ada_state.trap_installed)
+    return;
+  syscall (ADA_SYS_RT_SIGACTION, (glong) ADA_SIGTRAP, ada_trap_before (), NULL, 8L);
+  ada_state.trap_installed = 0;
+}
+#endif
 #endif

@@ -147,6 +147,8 @@ class InlineHooks {
   constructor(cm, layout, state, mapFlags, arch) {
     if (layout['agent.inline_entry_ret'] !== arch.entryRet || layout['agent.inline_exit_ret'] !== arch.exitRet)
       throw new Error(`ada_platform.c and the ${Process.arch} inline stubs disagree on their frames`);
+    this.cm = cm;
+    this.state = state;
     this.layout = layout;
     this.mapFlags = mapFlags;
     this.reach = arch.reach;
@@ -158,6 +160,9 @@ class InlineHooks {
     this.scratch = Memory.alloc(256);  /* for code written only to be measured or copied */
     this.arenas = [];
     this.hooks = [];   /* {at, size, bytes, round}: every patch's original bytes */
+    this.traps = [];   /* breakpoint hooks {at, stub} (see _publishTraps) */
+    this.trapTables = [];  /* every table published: a thread may still read an old one */
+    this.trapProblem = undefined;  /* null once the SIGTRAP handler is in; else why not */
     this.vector = this._map(NULL, Process.pageSize, INLINE_PAGE_RW);
     this.vector.writePointer(cm.ada_inline_enter);
     this.vector.add(8).writePointer(cm.ada_inline_leave);
@@ -244,13 +249,14 @@ class InlineHooks {
    * address}; for each, null when done, else why it cannot be (the caller leaves it to
    * Frida's Interceptor). The stubs are written first, then the functions' first bytes
    * (each CPU's _plan, _putStub, _headBytes, _putHead), each in a few Memory.patchCode
-   * calls for the lot (patchMany).
+   * calls for the lot (patchMany). With `trap`, the last resort for functions neither
+   * engine could take: a breakpoint hook (each CPU's _planTrap), a signal per call.
    */
-  hookAll(items) {
+  hookAll(items, { trap = false } = {}) {
     const reasons = items.map(() => null);
     const plans = [];
     items.forEach((item, index) => {
-      const plan = this._plan(item.code);
+      const plan = trap ? this._planTrap(item.code) : this._plan(item.code);
       if (typeof plan === 'string')
         reasons[index] = plan;
       else
@@ -285,6 +291,7 @@ class InlineHooks {
                                              original: at.readByteArray(bytes.byteLength) });
       });
     }
+    this._publishTraps(stubs.filter(({ plan, error }) => error === undefined && plan.trap));
     const done = [];
     for (const round of rounds) {
       const go = round.filter(p => reasons[p.plan.index] === null);
@@ -301,6 +308,54 @@ class InlineHooks {
       if (p.error === undefined)
         this.hooks.push({ at: p.at, size: p.size, bytes: p.original, round: p.round });
     return reasons;
+  }
+
+  /* A breakpoint hook's plan (see hookAll), or why there is none: none on this CPU. */
+  _planTrap(code) {
+    return `no breakpoint hooks on ${Process.arch}`;
+  }
+
+  /*
+   * The SIGTRAP handler of the breakpoint hooks (ada_inline_trap, x86_64 Linux), put in
+   * front on first need: null once it is, else why it cannot be. `restorer`: the code its
+   * signal frames return through where the handler before it had none.
+   */
+  _trapHandler(restorer) {
+    if (this.trapProblem === undefined) {
+      const install = this.cm.ada_inline_trap_install;
+      if (install === undefined)
+        this.trapProblem = `no breakpoint hooks on ${Process.platform} ${Process.arch}`;
+      else if (new NativeFunction(install, 'int', ['pointer'])(restorer()) !== 0)
+        this.trapProblem = 'its SIGTRAP handler could not be installed (rt_sigaction failed)';
+      else
+        this.trapProblem = null;
+    }
+    return this.trapProblem;
+  }
+
+  /* The breakpoint hooks' table, with `stubs` ({plan} each) added, published whole: the
+   * handler reads it through one pointer (written before the int3s are). */
+  _publishTraps(stubs) {
+    if (stubs.length === 0)
+      return;
+    for (const { plan } of stubs)
+      this.traps.push({ at: plan.target, stub: plan.stub });
+    this.traps.sort((a, b) => a.at.compare(b.at));
+    const table = Memory.alloc(16 + 16 * this.traps.length);
+    table.writeU64(this.traps.length);
+    this.traps.forEach((t, i) => {
+      table.add(16 + 16 * i).writePointer(t.at);
+      table.add(24 + 16 * i).writePointer(t.stub);
+    });
+    this.trapTables.push(table);
+    this.state.add(this.layout['agent.state_traps']).writePointer(table);
+  }
+
+  /* The SIGTRAP handler before ada's back, once the functions are (ada leaves). */
+  removeTrapHandler() {
+    if (this.trapProblem === null)
+      new NativeFunction(this.cm.ada_inline_trap_remove, 'void', [])();
+    this.trapProblem = undefined;
   }
 
   /* How many bytes at a plan's target its patch covers (each CPU's plans may say). */

@@ -14,7 +14,8 @@
  * shorter than that jump (`lea eax, [rdi+rsi]; ret`: 4 bytes) takes it over the alignment
  * padding that follows it, or, where none does, takes a 2-byte `jmp short` to a `jmp entry
  * stub` put in padding within its reach (CodePadding: bytes between a function's end and
- * the next symbol, all nop or int3, which nothing runs).
+ * the next symbol, all nop or int3, which nothing runs). Where neither fits, the last
+ * resort is an int3 and a SIGTRAP handler (_planTrap, ada_inline_trap).
  * One exit stub serves every function: a redirected return lands there; it saves the
  * same registers, calls ada_inline_leave, which gives the real return address, and
  * returns to it. All caller-saved registers, not just the arguments and results: gcc
@@ -313,6 +314,37 @@ class InlineHooksX64 extends InlineHooks {
       'within a short jump of it to hold a jump';
   }
 
+  /*
+   * The last resort, for a function the jumps cannot take (no padding within a short jump:
+   * code built at -O1 or -Os packs functions): int3 over its first byte, its first
+   * instruction relocated into the stub. The SIGTRAP handler (ada_inline_trap) sends the
+   * thread on to the stub: a signal's round trip per call.
+   */
+  _planTrap(code) {
+    const problem = this._trapHandler(() => this._restorer());
+    if (problem !== null)
+      return problem;
+    let target = code;
+    if (ENDBR64.every((b, i) => target.add(i).readU8() === b))
+      target = target.add(ENDBR64.length);
+    const scan = this._scan(target);
+    if (typeof scan === 'string')
+      return scan;
+    if (scan.sizes.length === 0)
+      return 'its first instruction cannot be relocated';
+    return { target, length: scan.sizes[0], headSize: 1, trap: true };
+  }
+
+  /* `mov rax, 15 (rt_sigreturn); syscall`: what a signal handler returns through, the
+   * bytes unwinders recognise a signal frame by. */
+  _restorer() {
+    const at = this._take(null, 16);
+    Memory.patchCode(at, 16, code => {
+      code.writeByteArray([0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
+    });
+    return at;
+  }
+
   /* The entry stub and trampoline of `plan` (see the opening comment), written at mem. */
   _putStub(mem, plan) {
     const w = new X86Writer(mem, { pc: plan.stub });
@@ -342,6 +374,8 @@ class InlineHooksX64 extends InlineHooks {
 
   /* `jmp stub`, 5 bytes at the target; for a short jump's plan, `jmp short slot` there. */
   _headBytes(plan) {
+    if (plan.trap)
+      return new Uint8Array([0xcc]).buffer;  /* int3 */
     if (plan.slot !== undefined) {
       const distance = plan.slot.sub(plan.target.add(SHORT_JMP_BYTES)).toInt32();
       return new Uint8Array([0xeb, distance & 0xff]).buffer;

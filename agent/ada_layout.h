@@ -148,6 +148,7 @@ typedef struct
   guint32 terminate_depth;    /* ... with this many hooked calls open */
   guint64 terminate_fid;      /* ... the innermost of them */
   guint64 skipped_events;     /* inline engine: events of hooked calls it could not record */
+  guint64 trap_calls;         /* inline engine: calls that came through a breakpoint hook */
 } RegionHeader;
 
 typedef struct
@@ -259,6 +260,22 @@ typedef struct
   FunctionSlot slots[];
 } FunctionTable;
 
+/* The inline engine's breakpoint hooks (x86_64 Linux: see ada_inline_trap): the int3's
+ * address -> the function's entry stub, sorted by address. Published whole through one
+ * pointer, like FunctionTable. */
+typedef struct
+{
+  guint64 at;
+  guint64 stub;
+} TrapEntry;
+
+typedef struct
+{
+  guint64 count;
+  guint64 reserved;
+  TrapEntry entries[];
+} TrapTable;
+
 #define ADA_FRIDA_TIDS 64
 
 typedef struct
@@ -291,6 +308,9 @@ typedef struct
   guint32 frida_tids[ADA_FRIDA_TIDS];  /* Frida's threads as the inline hooks went in: see
                                         * ada_frida_thread */
   guint32 frida_tid_count;
+  TrapTable * volatile traps;  /* the breakpoint hooks (see ada_inline_trap); NULL: none */
+  guint64 trap_before[4];     /* the SIGTRAP action before ada's (the kernel's sigaction) */
+  guint32 trap_installed;     /* 1 while ada's SIGTRAP handler is in front */
   volatile guint32 * here;    /* 1 in the process ada was loaded into, 0 in a forked child:
                                * see ADA_FORKED */
 } AdaState;

@@ -223,7 +223,7 @@ def _hooks(doc: dict[str, Any]) -> dict[str, Any]:
     if why:
         out["chosen"] = why
     for key, name in (("hook_fallbacks", "by_interceptor_instead"), ("hook_failures", "refused"),
-                      ("hook_aliases", "aliases")):
+                      ("hook_aliases", "aliases"), ("hook_breakpoints", "by_breakpoint")):
         items = doc.get(key)
         if isinstance(items, list) and items:
             out[name] = len(items)

@@ -2,13 +2,14 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-[--attach-only]
+[--attach-only] [--breakpoint-only]
 First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
 a program that exits at once). Then the hook engines side by side, one and two threads:
 uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
 with apt-get when run as root; said when it cannot be); Frida's empty CModule hook; ada trace
 with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
->= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then, for one thread calling small() in
+>= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then what a breakpoint hook (the
+inline engine's last resort, for functions no jump fits) costs a call. Then, for one thread calling small() in
 a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
@@ -203,12 +204,14 @@ class AdaRun:
         return self.expected - self.recorded
 
 
-def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = ()) -> AdaRun:
+def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (),
+        env: dict[str, str] | None = None) -> AdaRun:
     """One `ada trace` of the benchmark target, measured by the target itself."""
     settle_page_cache()
     proc = subprocess.run([sys.executable, "-m", "ada", "trace", "-q", "-o", str(out_dir),
                            "-f", str(exe), str(calls), str(threads), "-i", "bench_target!small",
-                           *extra], capture_output=True, text=True, cwd=ROOT)
+                           *extra], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     rate, seconds = parse_rate(proc.stdout)
@@ -286,6 +289,33 @@ def rpc_remote(exe: Path, calls: int, out_dir: Path) -> AdaRun:
     return run
 
 
+def compare_breakpoint(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
+    """What the inline engine's last resort costs a call: small() hooked through an int3
+    (ADA_INLINE_HOOK=breakpoint: a SIGTRAP and its handler each call) next to the jump and
+    Frida's Interceptor, one thread, rounds interleaved, medians compared."""
+    if "inline" not in ENGINES or platform.machine() != "x86_64":
+        print("breakpoint hooks: x86_64 only")
+        return
+    print(f"breakpoint hooks, {calls:,} calls of small() per run, {rounds} interleaved rounds")
+    rates: dict[str, list[float]] = {}
+    lost = 0
+    for _ in range(rounds):
+        for name, engine, env in (("inline, jump", "inline", None),
+                                  ("inline, breakpoint", "inline",
+                                   {"ADA_INLINE_HOOK": "breakpoint"}),
+                                  ("frida", "frida", None)):
+            r = ada(exe, calls, tmp / "t", extra=("--hook-engine", engine), env=env)
+            rates.setdefault(name, []).append(r.rate)
+            lost += r.lost
+    med = {name: sorted(v)[len(v) // 2] for name, v in rates.items()}
+    for name, rate in med.items():
+        print(f"  ada {name:<19}: median {rate / 1e6:6.2f} M calls/s ({1e9 / rate:6.0f} ns a call)")
+    extra_ns = 1e9 / med["inline, breakpoint"] - 1e9 / med["inline, jump"]
+    print(f"  a breakpoint hook costs {extra_ns / 1e3:.2f} us a call more than the jump; "
+          f"{med['frida'] / med['inline, breakpoint']:.1f}x the Interceptor's cost; "
+          f"events lost {lost:,}")
+
+
 ATTACH_SIZES = (1, 100, 2000)
 
 
@@ -348,9 +378,17 @@ def main() -> None:
                     help="only the hook engines' comparison (with uftrace)")
     ap.add_argument("--attach-only", action="store_true",
                     help="only what hooking 1, 100 and 2,000 functions costs, each engine")
+    ap.add_argument("--breakpoint-only", action="store_true",
+                    help="only what a breakpoint hook (the inline engine's last resort) costs "
+                    "a call")
+    ap.add_argument("--breakpoint-calls", type=int, default=2_000_000,
+                    help="calls per run of the breakpoint comparison (default 2M)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-trace-"))
     try:
+        if args.breakpoint_only:
+            compare_breakpoint(build(tmp), args.breakpoint_calls, tmp, args.rounds)
+            return
         if not args.engines_only:
             compare_attach(tmp, args.rounds)
         if args.attach_only:
@@ -360,6 +398,7 @@ def main() -> None:
         compare_engines(exe, n, tmp, args.rounds)
         if args.engines_only:
             return
+        compare_breakpoint(exe, args.breakpoint_calls, tmp, args.rounds)
         base = uninstrumented(exe, n)
         print(f"one thread, {n:,} calls of small()")
         print(f"  uninstrumented          : {base / 1e6:8.2f} M calls/s")

@@ -20,10 +20,35 @@ pytestmark = pytest.mark.skipif(platform.machine() not in INLINE_MACHINES,
                                 reason=f"the inline engine has no port to {platform.machine()}")
 
 
-def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin):
+@pytest.fixture(params=["jump", "breakpoint"])
+def hook(request, monkeypatch):
+    """How the inline engine patches the functions: its jump, or (x86_64) the breakpoint it
+    keeps for functions no jump fits, asked for every function (ADA_INLINE_HOOK)."""
+    if request.param == "breakpoint":
+        if platform.machine() != "x86_64":
+            pytest.skip("breakpoint hooks are x86_64's: arm64's 4-byte branch fits every function")
+        monkeypatch.setenv("ADA_INLINE_HOOK", "breakpoint")
+    return request.param
+
+
+def assert_counted_calls(counted, recorded):
+    """The breakpoint calls counted of a program ada attached to and left: each recorded
+    call, and a few made as the recording stopped (counted by the handler, not recorded)."""
+    assert recorded <= counted <= recorded + recorded // 100, (counted, recorded)
+
+
+def assert_breakpoints(s, hook, calls):
+    """Every call of a breakpoint-hooked function came through its int3, and was counted."""
+    m = s.manifest.document
+    assert m["hook_breakpoint_calls"] == (calls if hook == "breakpoint" else 0)
+    assert bool(m["hook_breakpoints"]) == (hook == "breakpoint")
+
+
+def test_recursion_a_hundred_thousand_deep(tmp_path, target_bin, hook):
     n = 100_000
     s, out = trace(tmp_path, *INLINE, "-f", target_bin("inline_cases"), "deep", n,
                    "-i", "inline_cases!recurse")
+    assert_breakpoints(s, hook, n)
     assert f"depth {n}" in out.stdout
     ev = function_events(s, "recurse")[0]
     assert len(ev) == 2 * n
@@ -73,7 +98,7 @@ def test_a_signal_handler_on_an_alternate_stack_above(tmp_path, target_bin, engi
     assert 0 < len(function_events(s, "in_handler")[thread.id]) <= 2 * handled
 
 
-def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin):
+def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin, hook):
     """The unwinder meets each hooked frame's real return address (ada puts them back as
     unwinding starts): the program catches its exception, and the frame it unwound ends
     with an EXCEPTION event."""
@@ -88,6 +113,7 @@ def test_an_exception_unwinds_through_hooked_calls(tmp_path, target_bin):
     end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["exit_status"]) == ("target-exited", True, 0)
     assert s.manifest.document["unwinding"] == {"unwound_calls": 0, "terminate": None}
+    assert_breakpoints(s, hook, 2)
     assert_verify_clean(s.path)
 
 
@@ -108,6 +134,39 @@ def test_longjmp_out_of_hooked_calls_keeps_no_memory(tmp_path, target_bin):
     assert_balanced(jumper, left=True, open_at_end=1)
     assert s.manifest.document["unwinding"]["unwound_calls"] == n - 1  # the last one: seen by no call
     assert "Frida keeps" not in out.stderr
+
+
+def test_a_programs_own_traps_reach_it_while_and_after_ada_hooks_through_int3(tmp_path,
+                                                                              target_bin):
+    """too_short's tiny() takes a breakpoint hook (no jump fits it) and the program has a
+    SIGTRAP handler of its own: its raise(SIGTRAP)s reach that handler while ada records
+    (ada's handler passes on what is not its own) and after ada has left a running program
+    (the int3s out, the handler before ada's back: a trap then would find ada's code gone).
+    The first recording's hot path is TinyCC's (its static data is read-only: the handler
+    keeps what it needs in ada's state)."""
+    if platform.machine() != "x86_64":
+        pytest.skip("breakpoint hooks are x86_64's")
+    exe = target_bin("too_short")
+    s, out = trace(tmp_path, *INLINE, "--cmodule-toolchain", "internal", "-f", exe, 50, 3,
+                   "-i", "too_short!tiny")
+    assert out.stdout.startswith("sigtrap 3\n"), out.stdout
+    assert len(function_events(s, "tiny")[0]) == 100
+    assert s.manifest.document["hook_breakpoint_calls"] == 50
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([exe, "1000", "4", gate], stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc) == "looping\n"
+        s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "too_short!tiny", "--duration", "1")
+        time.sleep(0.3)
+        gate.touch()
+        assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "sigtrap 4\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    tiny = function_events(s, "tiny")[0]
+    calls = int(np.sum(tiny["event_kind"] == F.EVENT_CALL))
+    assert calls > 1000
+    assert_counted_calls(s.manifest.document["hook_breakpoint_calls"], calls)
 
 
 def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
@@ -172,7 +231,7 @@ def test_auto_the_default_is_inline_on_x86_64_linux_and_ada_info_says_so(tmp_pat
     assert f"engine={expected}, chosen=auto: " in hooks
 
 
-def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bin):
+def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bin, hook):
     """Two threads call work() in a tight loop while ada patches it (attach), records and
     puts it back (detach): the target runs on, and each thread's calls nest (a call open at
     either edge has one side only)."""
@@ -196,9 +255,13 @@ def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bi
             ev = ev[:-1]  # open as ada left
         assert len(ev) > 1000 and ev["event_kind"][0] == F.EVENT_CALL
         assert_balanced(ev)
+    if hook == "breakpoint":  # every call made while ada was there came through its int3
+        calls = sum(int(np.sum(ev["event_kind"] == F.EVENT_CALL)) for ev in threads)
+        assert_counted_calls(s.manifest.document["hook_breakpoint_calls"], calls)
 
 
-def test_functions_shorter_than_the_jump_are_hooked_with_their_arguments(tmp_path, target_bin):
+def test_functions_shorter_than_the_jump_are_hooked_with_their_arguments(tmp_path, target_bin,
+                                                                         hook):
     """pad_host (3 bytes) takes the jump over the padding after it; packed (4 bytes, with
     packed_next right after it) a 2-byte short jump to a jump put in padding nearby; both
     engines before refused them. Every call is recorded, with its arguments and result."""
@@ -214,9 +277,10 @@ def test_functions_shorter_than_the_jump_are_hooked_with_their_arguments(tmp_pat
     n = 300
     s, out = trace(tmp_path, *INLINE, "-f", exe, n, "--detail", "-i", "short_functions!pad_host",
                    "-i", "short_functions!packed*", "-i", "short_functions!work", quiet=False)
-    assert "warning" not in out.stderr, out.stderr
+    assert ("warning" in out.stderr) == (hook == "breakpoint"), out.stderr
     m = s.manifest.document
     assert m["hook_failures"] == [] and m["hook_fallbacks"] == []
+    assert_breakpoints(s, hook, 3 * n + 1)
     for name in ("pad_host", "packed", "packed_next"):
         ev = function_events(s, name)[0]
         assert len(ev) == 2 * n, name

@@ -346,10 +346,25 @@ def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
 
 def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path, target_bin,
                                                                        engine):
-    """Too short for either engine: inline falls back to the Interceptor, which refuses too;
-    named once, in Frida's words."""
+    """Too short for a jump, with no padding near it: Frida's Interceptor refuses it, named
+    once, in Frida's words; the inline engine (x86_64) hooks it through a breakpoint, said
+    at the start, every call recorded and counted."""
     s, out = trace(tmp_path, *engine, "-f", target_bin("too_short"), "50", "-i", "too_short!tiny",
                    "-i", "too_short!work")
+    if platform.machine() == "x86_64" and "inline" in engine:
+        warnings = [line for line in out.stderr.splitlines() if "warning" in line]
+        assert "1 function(s) hooked through a breakpoint (int3)" in warnings[0], out.stderr
+        assert warnings[0].endswith(": tiny") and len(warnings) == 2, out.stderr
+        assert "50 call(s) came through breakpoint hooks" in warnings[1]
+        m = s.manifest.document
+        assert m["hook_failures"] == [] and m["hook_fallbacks"] == []
+        (bp,) = m["hook_breakpoints"]
+        assert bp["name"] == "tiny" and "too short" in bp["reason"], bp
+        assert m["hook_breakpoint_calls"] == 50 and s.manifest.hooks["by_breakpoint"] == 1
+        assert m["end"]["clean"]
+        assert [len(function_events(s, f)[0]) for f in ("tiny", "work")] == [100, 100]
+        assert_balanced(function_events(s, "tiny")[0])
+        return
     if platform.machine() == "aarch64":
         # arm64: the Interceptor patches with one 4-byte `b` to a trampoline it places within
         # +-128 MB, so even this two-instruction function is hooked: traced, nothing to name

@@ -307,6 +307,7 @@ class Drain(threading.Thread):
             "unbacked_threads": rings.header("unbacked_threads"),
             "unwound_calls": rings.header("unwound_calls"),
             "skipped_events": rings.header("skipped_events"),
+            "trap_calls": rings.header("trap_calls"),
             "terminate": None if rings.header("terminate_tid") == 0 else {
                 "thread_id": rings.header("terminate_tid"),
                 "open_calls": rings.header("terminate_depth"),

@@ -114,6 +114,10 @@ def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | N
         out.append(f"{summary['unwound_calls']:,} hooked call(s) were left by longjmp without a "
                    "return, and Frida keeps about 2.4 KB in the target for each until it exits: "
                    "exclude (-x) the functions longjmp leaves if the target's memory grows")
+    if summary.get("trap_calls"):
+        out.append(f"{summary['trap_calls']:,} call(s) came through breakpoint hooks (int3, for "
+                   "functions no jump fits): a signal each, some microseconds; the manifest's "
+                   "hook_breakpoints names the functions")
     terminate = summary["terminate"]
     if terminate is not None:
         name = function_name(terminate["function_id"]) or \

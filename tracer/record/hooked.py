@@ -34,6 +34,9 @@ class HookedFunctions:
         # functions that only jump to code hooked for another ({name, module, as}): their
         # calls are recorded under that one
         self.aliases: list[dict[str, Any]] = []
+        # functions hooked through an int3 ({name, module, address, reason}: why no jump
+        # fits), the inline engine's last resort: a signal each call
+        self.breakpoints: list[dict[str, Any]] = []
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
         # per item: functions of its -i pattern found only in symbol tables at start (a hint)
@@ -42,9 +45,11 @@ class HookedFunctions:
     def add(self, functions: list[dict[str, Any]], triggers: list[dict[str, Any]],
             failures: list[dict[str, Any]], hits: list[int],
             fallbacks: list[dict[str, Any]] | None = None,
-            aliases: list[dict[str, Any]] | None = None) -> None:
+            aliases: list[dict[str, Any]] | None = None,
+            breakpoints: list[dict[str, Any]] | None = None) -> None:
         """A batch the agent found (and hooked, but for `failures`; `fallbacks` by Frida's
-        Interceptor instead of the inline engine; `aliases` through another's hook)."""
+        Interceptor instead of the inline engine; `aliases` through another's hook;
+        `breakpoints` through an int3, where neither engine's jump fits)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
             if f.get("inline"):  # the inline engine's refusal came first
@@ -54,6 +59,8 @@ class HookedFunctions:
                       f"{f['reason']}; the other functions are traced")
         self._say_some(fallbacks, "hooked by Frida's Interceptor instead of inline",
                        lambda f: f"{f['name']} ({f['reason']})")
+        self._say_some(breakpoints, "hooked through a breakpoint (int3), as no jump fits: "
+                       "each call costs a signal, microseconds", lambda f: f["name"])
         self._say_some(aliases, "only jump to another selected function's code: their calls "
                        "are recorded under its name", lambda f: f"{f['name']} (as {f['as']})")
         with self._lock:
@@ -62,6 +69,7 @@ class HookedFunctions:
             self.failures.extend(failures)
             self.fallbacks.extend(fallbacks or [])
             self.aliases.extend(aliases or [])
+            self.breakpoints.extend(breakpoints or [])
             self.hits = list(hits)
 
     def _say_some(self, items: list[dict[str, Any]] | None, what: str,
@@ -102,4 +110,5 @@ class HookedFunctions:
         with self._lock:
             return {"functions": list(self.functions), "failures": list(self.failures),
                     "fallbacks": list(self.fallbacks), "aliases": list(self.aliases),
+                    "breakpoints": list(self.breakpoints),
                     "unloaded": list(self.unloaded)}

@@ -100,7 +100,7 @@ class RingSpace:
         o, g = self.options, self.geometry
         facts = api.init({
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
-            "hookEngine": o.hook_engine,
+            "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
             "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
             "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
@@ -138,6 +138,13 @@ def memfd_wanted() -> bool:
     """A memfd region on Linux unless ADA_RING_REGION=file asks for the /dev/shm file (the
     fallback, kept testable)."""
     return sys.platform.startswith("linux") and os.environ.get("ADA_RING_REGION") != "file"
+
+
+def inline_hook() -> str:
+    """How the inline engine patches a function: 'jump' (a breakpoint only where no jump
+    fits), or 'breakpoint' for every function when ADA_INLINE_HOOK=breakpoint asks (to test
+    and measure the last resort on any function)."""
+    return "breakpoint" if os.environ.get("ADA_INLINE_HOOK") == "breakpoint" else "jump"
 
 
 class Pipeline:

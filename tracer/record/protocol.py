@@ -5,7 +5,8 @@ lists equal). The agent's RPC exports (init, resolve, hook, pull, stop...) are c
 they are used; these are the messages it sends unasked, and the host's one reply.
 
     MODULE_LOADED    a module loaded after hook() and functions in it were hooked:
-                     {module, functions, triggers, hooked, failures, fallbacks, aliases, hits}
+                     {module, functions, triggers, hooked, failures, fallbacks, aliases,
+                     breakpoints, hits}
     MODULE_UNLOADED  a module ada had seen went away: {path, base, removedNs}
     FINAL            the process exits, execs or crashes (the handover): {reason, crash, heads,
                      exitStatus}, and as data, with the rpc transport, the ring bytes not pulled

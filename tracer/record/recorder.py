@@ -127,7 +127,8 @@ class Recorder:
             self._late_functions.append(payload["functions"])  # strings: see check()
             self.wake()
             self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
-                            payload["hits"], payload.get("fallbacks"), payload.get("aliases"))
+                            payload["hits"], payload.get("fallbacks"), payload.get("aliases"),
+                            payload.get("breakpoints"))
             self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
                       + (f" and {len(payload['triggers'])} trigger(s)"
                          if payload["triggers"] else ""))
@@ -242,7 +243,7 @@ class Recorder:
         self._string_args(found["functions"])
         hooked = api.hook()
         self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"],
-                        hooked.get("fallbacks"), hooked.get("aliases"))
+                        hooked.get("fallbacks"), hooked.get("aliases"), hooked.get("breakpoints"))
         if found["functions"] and hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
         refused = sum(1 for f in hooked["failures"] if not f.get("trigger"))

@@ -49,7 +49,8 @@ REGION_HEADER = packed_dtype([
     ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160),
     ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
     ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
-    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192)], 200)
+    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192), ("trap_calls", "<u8", 200)],
+    208)
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
 SLOT_CONTROL = packed_dtype([
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
