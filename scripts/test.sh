@@ -6,11 +6,13 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 # g++ builds the C++ test target (exceptions through hooked functions); Debian's gcc lacks it.
 # sqlite3 (its shell and library) is the real program the reading commands are checked on.
+# chromium is the real browser the pages people look at are checked in (tests/browser.py).
 missing=()
 command -v g++ >/dev/null || missing+=(g++)
 command -v sqlite3 >/dev/null || missing+=(sqlite3)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    echo "installing ${missing[*]} (apt-get) for the test targets" >&2
+    echo "installing ${missing[*]} (apt-get) for the tests" >&2
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

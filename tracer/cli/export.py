@@ -20,6 +20,7 @@ FORMATS = {
     "folded": (".folded", "t", "stacks", None),
     "speedscope": (".speedscope.json", "t", "calls", "speedscope"),
     "parquet": ("_parquet", "d", "calls", None),
+    "html": (".html", "t", "frames", "file"),
 }
 VIEWER_LIMIT = 1_000_000  # events JSON trace viewers handle well
 
@@ -33,9 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(flamegraph.pl, inferno, speedscope). speedscope: speedscope's evented profile, a "
         "profile per thread in time order. parquet: a directory of events, calls, functions, "
         "threads and args .parquet files (zstd), the views of `ada query`, for DuckDB, Spark, "
-        "pandas.",
+        "pandas. html: an interactive flame graph in one file (click to zoom, search, hover for "
+        "calls/total/self, a colour per module, every thread or one, the callers of a "
+        "function), nothing to install, opens in any browser offline.",
         epilog="examples:\n"
         "  ada export ada_traces/session_*/pid_1234 --format perfetto --open\n"
+        "  ada export SESSION --format html -o app.html --open\n"
+        "  ada export SESSION --format html --callers 'read*'\n"
         "  ada export SESSION --format folded -o app.folded && flamegraph.pl app.folded > a.svg\n"
         "  ada export SESSION --format chrome --tid 1234 --from-ns T1 --to-ns T2 -t 10us",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,7 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "suffix, here")
     p.add_argument("--open", action="store_true",
                    help="open it in the viewer: ui.perfetto.dev (perfetto, chrome) or "
-                   "speedscope.app (speedscope), served once from 127.0.0.1")
+                   "speedscope.app (speedscope), served once from 127.0.0.1; html opens in "
+                   "the browser as a file")
+    p.add_argument("--callers", metavar="FUNC",
+                   help="html: open on the callers view of FUNC (a glob; the first function "
+                   "it matches)")
     add_call_filters(p, shape=True)
     add_symbols_option(p)
     p.set_defaults(run=run)
@@ -59,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     writer = importlib.import_module(f"ada.tracer.analysis.exports.{args.format}").write
     if args.open and viewer is None:
         raise CliError(f"--open: no viewer opens {args.format} from here; "
-                       "use perfetto, chrome or speedscope")
+                       "use perfetto, chrome, speedscope or html")
+    extra = {}
+    if args.callers is not None:
+        if args.format != "html":
+            raise CliError("--callers is for --format html")
+        extra["callers"] = callers_name(session, args.callers)
     out = Path(args.output or f"{session.path.name}{suffix}")
     selection = call_filter(args)
     total = sum(len(t) for t in selection.threads(session))
@@ -83,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                     count = writer(session, selection, f, progress.step, decoder)
                     finish_decoder(decoder)
                 else:
-                    count = writer(session, selection, f, progress.step)
+                    count = writer(session, selection, f, progress.step, **extra)
         except OSError as e:
             raise CliError(f"{out}: {e.strerror}") from None
     progress.done()
@@ -92,6 +106,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"ada export: warning: {count:,} events: JSON trace viewers slow down and fail "
               f"past about {VIEWER_LIMIT:,}; narrow it (--tid, --from-ns/--to-ns, -F, "
               "-D, -t) or use --format perfetto", file=sys.stderr)
-    if args.open:
+    if args.open and viewer == "file":
+        open_file(out)
+    elif args.open:
         serve_to_viewer(out, viewer)
     return 0
+
+
+def callers_name(session: SessionReader, pattern: str) -> str:
+    """The name of the first function (by name) that `pattern` matches."""
+    from ..analysis.filters import function_names, matching_ids
+    names = function_names(session)
+    ids = matching_ids(names, [pattern])
+    if len(ids) == 0:
+        raise CliError(f"--callers {pattern}: no function of the session matches it")
+    return sorted(names[int(f)] for f in ids)[0]
+
+
+def open_file(path: Path) -> None:
+    """Open a page in the browser, or say where it is."""
+    import webbrowser
+    url = path.resolve().as_uri()
+    opened = webbrowser.open(url)
+    print(f"{'opened' if opened else 'open this in a browser'}: {url}", file=sys.stderr)
