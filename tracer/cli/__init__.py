@@ -17,9 +17,9 @@ from typing import Any, Callable, NoReturn
 from ada.atf import AtfError
 
 from ..errors import TracerError
-from . import dump, export, graph, info, query, replay, report, trace, verify
+from . import dump, export, graph, info, query, replay, report, trace, verify, view
 
-COMMANDS = (trace, info, dump, report, replay, graph, export, query, verify)
+COMMANDS = (trace, info, dump, report, replay, graph, export, view, query, verify)
 
 
 class OneLineParser(argparse.ArgumentParser):
