@@ -82,7 +82,8 @@ class AdaAgent {
     writeOwnCode(this.cm, L, state);
     const engine = chooseEngine(config.hookEngine);
     if (engine.name === 'inline')
-      this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags);
+      this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags,
+                                 config.inlineVectors === 'save');
     const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
     if (ticks)
       this._startClockPairs();

@@ -255,6 +255,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_traps", ADA_OFFSET (AdaState, traps));
   ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
+  ADA_LAYOUT ("agent.stubs_save_vectors", ADA_STUBS_SAVE_VECTORS);
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));
   ADA_LAYOUT ("agent.sizeof_inline_entry", sizeof (InlineEntry));

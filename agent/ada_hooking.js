@@ -28,12 +28,12 @@ function chooseEngine(asked) {
 /*
  * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
  */
-function inlineEngine(cm, layout, state, mapFlags) {
+function inlineEngine(cm, layout, state, mapFlags, saveVectors) {
   if (Process.arch === 'x64' && shadowStacksOn())
     throw new Error('--hook-engine inline cannot run in a process with CET shadow stacks on ' +
                     '(it redirects return addresses): use --hook-engine frida');
   if (Process.arch === 'x64')
-    return new InlineHooksX64(cm, layout, state, mapFlags);
+    return new InlineHooksX64(cm, layout, state, mapFlags, saveVectors);
   if (Process.arch === 'arm64' && Process.platform === 'linux')
     return new InlineHooksArm64(cm, layout, state, mapFlags);
   throw new Error(`--hook-engine inline is not available on ${Process.platform} ${Process.arch} ` +

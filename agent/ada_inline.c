@@ -25,21 +25,19 @@ extern void abort (void);
  * address space per thread slot for a million nested calls). */
 #define ADA_INLINE_STACK_ENTRIES (1 << 20)
 
-static gboolean
+/* The thread's first hooked call makes its stack (left NULL if mmap fails). */
+static void
 ada_inline_stack (ThreadState * t)
 {
   gpointer p;
 
-  if (t->inline_stack != NULL)
-    return TRUE;
   p = mmap (NULL, sizeof (InlineStack) + (gsize) ADA_INLINE_STACK_ENTRIES * sizeof (InlineEntry),
       3 /* rw */, ADA_ANON_MAP_FLAGS, -1, 0);
   if (p == (gpointer) (gssize) -1)
-    return FALSE;
+    return;
   t->inline_stack = p;
   t->inline_stack->capacity = ADA_INLINE_STACK_ENTRIES;
   pthread_setspecific (ada_state.inline_key, p);
-  return TRUE;
 }
 
 
@@ -141,15 +139,15 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     frida = ada_own_call (ret);
     if (!frida)
     {
-      gum_tls_key_set_value (s->tls_key, &s->unmasked);
+      ADA_FOREIGN (gum_tls_key_set_value (s->tls_key, &s->unmasked));
       frida = ada_frida_thread ();
     }
     if (frida)
     {
-      gum_tls_key_set_value (s->tls_key, &s->frida);
+      ADA_FOREIGN (gum_tls_key_set_value (s->tls_key, &s->frida));
       return;
     }
-    t = ada_register_thread ();
+    ADA_FOREIGN (t = ada_register_thread ());
   }
   if (t->overflowed)
   {
@@ -173,7 +171,9 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
-  if (!ada_inline_stack (t))
+  if (t->inline_stack == NULL)
+    ADA_FOREIGN (ada_inline_stack (t));
+  if (t->inline_stack == NULL)
   {
     ada_count (&s->region->skipped_events, 2);
     t->busy = 0;
@@ -229,8 +229,8 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     AdaRegs r;
     ADA_INLINE_ENTRY_REGS (&r, frame);
     r.sp = sp;
-    ada_emit_with_detail (t, &r, function_address, now, function_id, ADA_EVENT_CALL,
-        (guint32) n, ret);  /* its stack window still shows the real return address */
+    ADA_FOREIGN (ada_emit_with_detail (t, &r, function_address, now, function_id,
+        ADA_EVENT_CALL, (guint32) n, ret));  /* its stack window still shows the real return */
   }
   frame[ADA_ENTRY_RET] = s->inline_exit;
   ADA_COMPILER_BARRIER ();
@@ -295,7 +295,8 @@ ada_inline_leave (guint64 * frame)
       r.regs[k] = 0;
     ADA_INLINE_EXIT_REGS (&r, frame);
     r.sp = sp;
-    ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ret);
+    ADA_FOREIGN (ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1),
+        ret));
   }
   ADA_COMPILER_BARRIER ();
   t->busy = 0;

@@ -6,7 +6,8 @@
  *
  * Per hooked function, in pages ada maps near it (a 5-byte jmp reaches them):
  *   entry stub   push every caller-saved register and rbp, align the stack, save
- *                xmm0-15, call ada_inline_enter (function_id, frame, address), restore,
+ *                xmm0-15 (unless the hot path was built to leave them alone: see
+ *                ada_layout.h), call ada_inline_enter (function_id, frame, address), restore,
  *                then fall into
  *   trampoline   the function's first instructions, relocated (X86Relocator), and a
  *                jmp back to the rest of the function.
@@ -56,21 +57,25 @@ function putVectors(w, store) {
   w.putBytes(VECTORS[store ? 1 : 0]);
 }
 
-/* Push `saved`, the frame (rsp) into `frameReg`, align the stack and save the vectors:
- * what a stub keeps of the caller's registers around its call into the hot path. */
-function putSave(w, saved, frameReg) {
+/* Push `saved`, the frame (rsp) into `frameReg`, align the stack and, unless the hot path
+ * keeps them itself (ada_layout.h: built by gcc, it uses none), save the vectors: what a
+ * stub keeps of the caller's registers around its call into the hot path. */
+function putSave(w, saved, frameReg, vectors) {
   for (const reg of saved)
     w.putPushReg(reg);
   w.putMovRegReg(frameReg, 'rsp');
   w.putMovRegReg('rbp', 'rsp');  /* rbp is among `saved` */
   w.putAndRegU32('rsp', 0xfffffff0);
-  w.putSubRegImm('rsp', XMM_BYTES);
-  putVectors(w, true);
+  if (vectors) {
+    w.putSubRegImm('rsp', XMM_BYTES);
+    putVectors(w, true);
+  }
 }
 
 /* The other half of putSave. */
-function putRestore(w, saved) {
-  putVectors(w, false);
+function putRestore(w, saved, vectors) {
+  if (vectors)
+    putVectors(w, false);
   w.putMovRegReg('rsp', 'rbp');
   for (const reg of [...saved].reverse())
     w.putPopReg(reg);
@@ -189,13 +194,15 @@ function paddingEnd(start, next) {
 }
 
 class InlineHooksX64 extends InlineHooks {
-  /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState. */
-  constructor(cm, layout, state, mapFlags) {
+  /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState; saveVectors: save
+   * xmm0-15 in the stubs even when the hot path keeps them itself (ADA_INLINE_VECTORS=save). */
+  constructor(cm, layout, state, mapFlags, saveVectors) {
     super(cm, layout, state, mapFlags,
           { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000 });
     this.stubSize = STUB_BYTES;
     this.headSize = JMP_BYTES;
     this.padding = new CodePadding();
+    this.vectors = saveVectors || layout['agent.stubs_save_vectors'] !== 0;
   }
 
   _writeExitStub() {
@@ -205,11 +212,11 @@ class InlineHooksX64 extends InlineHooks {
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
       w.putPushReg('rax');  /* the slot the real return address goes in */
-      putSave(w, EXIT_SAVED, 'rdi');
+      putSave(w, EXIT_SAVED, 'rdi', this.vectors);
       w.putMovRegAddress('rax', vector);
       w.putCallRegOffsetPtr('rax', 8);
       w.putMovRegOffsetPtrReg('rbp', 8 * EXIT_RET, 'rax');
-      putRestore(w, EXIT_SAVED);
+      putRestore(w, EXIT_SAVED, this.vectors);
       w.putRet();
       w.flush();
       if (w.offset > size)
@@ -350,12 +357,12 @@ class InlineHooksX64 extends InlineHooks {
     const w = new X86Writer(mem, { pc: plan.stub });
     const r = new X86Relocator(plan.target, w);
     try {
-      putSave(w, ENTRY_SAVED, 'rsi');
+      putSave(w, ENTRY_SAVED, 'rsi', this.vectors);
       w.putMovRegU64('rdi', uint64(plan.functionId));
       w.putMovRegAddress('rdx', plan.address);
       w.putMovRegAddress('rax', this.vector);
       w.putCallRegOffsetPtr('rax', 0);
-      putRestore(w, ENTRY_SAVED);
+      putRestore(w, ENTRY_SAVED, this.vectors);
       let n = 0;
       do
         n = r.readOne();

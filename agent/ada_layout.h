@@ -64,6 +64,32 @@
  * commit = position + 1 last; the host reads entries in order.
  */
 
+/*
+ * Vector registers. x86_64's inline stubs must leave xmm0-15 as the caller had them (some
+ * hold arguments; gcc's -fipa-ra keeps values in those its callee leaves alone). Built by
+ * gcc, the hot path uses none (general-regs-only, from here on, headers included), so the
+ * stubs save none (ada_layout's agent.stubs_save_vectors: 0); the code of others it calls
+ * where that may use them (libc's memcpy for a detail record, pthread_getattr_np's malloc
+ * as a thread registers, the waits of a full ring: never on the common path) is called
+ * inside ADA_FOREIGN, which saves them (fxsave64: xmm0-15, MXCSR, x87). TinyCC cannot be
+ * told so: under it, and on other CPUs, the stubs save them and ADA_FOREIGN is the call.
+ */
+#if defined (__x86_64__) && defined (__GNUC__) && !defined (__TINYC__) && !defined (__clang__)
+# pragma GCC target ("general-regs-only")
+# define ADA_STUBS_SAVE_VECTORS 0
+typedef struct { unsigned char bytes[512]; } __attribute__ ((aligned (16))) AdaVectors;
+# define ADA_FOREIGN(call) \
+  do { \
+    AdaVectors v_; \
+    __asm__ volatile ("fxsave64 %0" : "=m" (v_)); \
+    call; \
+    __asm__ volatile ("fxrstor64 %0" : : "m" (v_)); \
+  } while (0)
+#else
+# define ADA_STUBS_SAVE_VECTORS 1
+# define ADA_FOREIGN(call) do { call; } while (0)
+#endif
+
 #include <gum/guminterceptor.h>
 #include <gum/gumtls.h>
 #include <gum/gummemory.h>  /* gum_strip_code_pointer (arm64) */

@@ -339,7 +339,7 @@ static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_
   do { \
     guint64 h_ = (t_)->head; \
     if (h_ - (t_)->cached_tail >= ada_state.index_capacity) { \
-      ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_), (dseq_)); \
+      ADA_FOREIGN (ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_), (dseq_))); \
     } else { \
       IndexEvent * e_ = &(t_)->ring[h_ & ada_state.index_mask]; \
       e_->timestamp_ns = (ts_); \

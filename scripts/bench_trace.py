@@ -108,6 +108,11 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
     def median(values: list[float]) -> float:
         return sorted(values)[len(values) // 2]
 
+    # x86_64: the inline stubs as they were before the hot path kept xmm0-15 itself (they
+    # saved all 16 each call), to show what leaving that out gains
+    variants = [(engine, engine, None) for engine in ENGINES]
+    if "inline" in ENGINES and platform.machine() == "x86_64":
+        variants.append(("inline+xmm", "inline", {"ADA_INLINE_VECTORS": "save"}))
     for threads in (1, 2):
         per = calls // threads
         rates: dict[str, list[float]] = {}
@@ -122,11 +127,12 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
                     print(f"    (uftrace recorded {records:,} calls of small() of "
                           f"{per * threads:,})")
             row["empty hook"] = empty_hook(exe, per, threads)
-            for engine in ENGINES:
-                r = ada(exe, per, tmp / "t", threads=threads, extra=("--hook-engine", engine))
-                row[f"ada {engine}"] = r.rate
-                lost[engine] = lost.get(engine, 0) + r.lost
-                waited.setdefault(engine, []).append(r.wait_ms)
+            for name, engine, env in variants:
+                r = ada(exe, per, tmp / "t", threads=threads, extra=("--hook-engine", engine),
+                        env=env)
+                row[f"ada {name}"] = r.rate
+                lost[name] = lost.get(name, 0) + r.lost
+                waited.setdefault(name, []).append(r.wait_ms)
             for name, rate in row.items():
                 rates.setdefault(name, []).append(rate)
             print(f"    round {k + 1}: " + ", ".join(f"{name} {rate / 1e6:.2f}"
@@ -151,6 +157,10 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
             print(f"    ada inline / ada frida: {inline / median(rates['ada frida']):.2f}x; "
                   f"inline >= 1.0x uftrace and >= 10 M calls/s are its targets "
                   f"(>= 10 M: {'yes' if inline >= 10e6 else 'no'})")
+        if "ada inline+xmm" in rates:
+            saved = median(rates["ada inline+xmm"])
+            print(f"    ada inline / ada inline+xmm (stubs saving xmm0-15): {inline / saved:.2f}x "
+                  f"({1e9 / saved * threads - 1e9 / inline * threads:.1f} ns a call per thread)")
 
 
 def parse_rate(text: str) -> tuple[float, float]:

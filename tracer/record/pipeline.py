@@ -101,6 +101,7 @@ class RingSpace:
         facts = api.init({
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
+            "inlineVectors": inline_vectors(),
             "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
             "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
@@ -145,6 +146,13 @@ def inline_hook() -> str:
     fits), or 'breakpoint' for every function when ADA_INLINE_HOOK=breakpoint asks (to test
     and measure the last resort on any function)."""
     return "breakpoint" if os.environ.get("ADA_INLINE_HOOK") == "breakpoint" else "jump"
+
+
+def inline_vectors() -> str:
+    """Whether x86_64's inline stubs save xmm0-15: 'auto' (only when the hot path may use
+    them: TinyCC's build), or 'save' always when ADA_INLINE_VECTORS=save asks (to measure
+    what leaving them out gains: scripts/bench_trace.py --engines-only)."""
+    return "save" if os.environ.get("ADA_INLINE_VECTORS") == "save" else "auto"
 
 
 class Pipeline:
