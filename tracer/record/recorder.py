@@ -41,6 +41,9 @@ from .selection import describe_missed, describe_selection
 from .transport import resolve_transport
 
 
+# A dying process takes its script with it: an rpc pull can fail before Frida's detached event
+# says why (a kill, a crash). A lost link waits this long for that event to name the end.
+DETACH_GRACE_S = 2.0
 MANIFEST_ROOM_BYTES = 256 << 10  # held on the disk for the final manifest, + 1 KiB a function
 
 
@@ -95,6 +98,7 @@ class Recorder:
         self.started_at = _dt.datetime.now()
         self.t0 = time.monotonic()
         self._detached = False
+        self._detached_event = threading.Event()
 
     # --- stop requests (any thread) ----------------------------------------------
 
@@ -106,6 +110,7 @@ class Recorder:
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
         self.request_stop(self.end.on_detached(reason, crash))
+        self._detached_event.set()
 
     def _on_message(self, message: dict, data: Any) -> None:
         """The agent's messages (protocol.py), on Frida's thread."""
@@ -305,6 +310,8 @@ class Recorder:
                 self._late_functions.clear()  # the process is going: nothing to capture
         failure = self._prepared().failure()
         if failure is not None:
+            if failure.startswith("connection-lost"):
+                self._detached_event.wait(DETACH_GRACE_S)  # its reason, if it comes, stands
             self.request_stop(failure)
         return self.stop_event.is_set()
 
