@@ -2,8 +2,10 @@
  * time). MODE (argv[3]): "wait" the parent waits for the child; "nowait" the parent exits
  * after its calls without waiting; "exec" the child execs this
  * program as "forks K" (the new image calls work() K = M times and exits); "orphan" the
- * parent exits at once and the child keeps calling work() every 10 ms for M calls. Each
- * process prints "pid <role> <pid>" first. */
+ * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
+ * the parent forks M children one after another, each calling work() 10 times, waiting for
+ * each before the next (those children print nothing). Each other process prints
+ * "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,18 @@ int main(int argc, char **argv)
   const char *mode = argc > 3 ? argv[3] : "wait";
   printf("pid parent %d\n", getpid());
   fflush(stdout);
+  if (strcmp(mode, "serial") == 0) {
+    for (long k = 0; k < m; k++) {
+      pid_t one = fork();
+      if (one == 0) {
+        calls(10, 0);
+        _exit(0);
+      }
+      waitpid(one, NULL, 0);
+    }
+    calls(n, 0);
+    return 0;
+  }
   pid_t child = fork();
   if (child == 0) {
     printf("pid child %d\n", getpid());

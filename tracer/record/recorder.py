@@ -29,6 +29,7 @@ from ..symbols.modules import string_slots
 from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
+from .held import resume_and_release
 from .hooked import HookedFunctions
 from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
@@ -393,28 +394,38 @@ class Recorder:
         return build_manifest(facts, summaries.drain, summaries.sink, summaries.transport)
 
     def _detach(self) -> None:
-        try:
-            if self.script is not None and not self._detached:
-                self.script.unload()
-        except FRIDA_ERRORS:
-            pass
+        self._unload_script()
         try:
             if self.frida_session is not None and not self._detached:
                 self.frida_session.detach()
         except FRIDA_ERRORS:
             pass
 
+    def _unload_script(self) -> None:
+        try:
+            if self.script is not None and not self._detached:
+                self.script.unload()
+        except FRIDA_ERRORS:
+            pass
+
     def _abandon(self) -> None:
         """Undo a failed prepare(): no hooks left behind, no suspended orphan."""
-        self._detach()
-        if self.pid is not None and self.suspended:
-            try:  # a spawned target dies with the failure; a child held at fork goes on
-                if self.spawned:
-                    self.device.kill(self.pid)
-                else:
-                    self.device.resume(self.pid)
-            except FRIDA_ERRORS:
-                pass
+        if self.pid is not None and self.suspended and not self.spawned and \
+                self.frida_session is not None and not self._detached:
+            # A child held at its fork goes on, untraced: its hooks go first, then it is
+            # resumed with the session still open (see held.py), which closes after.
+            self._unload_script()
+            resume_and_release(self.device, self.pid, self.frida_session)
+        else:
+            self._detach()
+            if self.pid is not None and self.suspended:
+                try:  # a spawned target dies with the failure; any other held one goes on
+                    if self.spawned:
+                        self.device.kill(self.pid)
+                    else:
+                        self.device.resume(self.pid)
+                except FRIDA_ERRORS:
+                    pass
         if self.pipeline is not None:
             self.pipeline.close()
         elif self.space is not None:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import frida
 
 from ..errors import TracerError
-from .frida_errors import FRIDA_ERRORS
+from .held import HeldChildren
 from .options import ProcessPlace, Target, TraceOptions
 from .pipeline import RecordingStatus
 from .recorder import Recorder, RecordingResult
@@ -45,6 +45,7 @@ class Recording:
         self._wake = threading.Event()  # a stop was asked or a child is held
         self._held: queue.SimpleQueue[Any] = queue.SimpleQueue()  # frida Child objects
         self._execs: dict[int, int] = {}  # pid -> images traced after the first
+        self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
         self.t0 = time.monotonic()
 
     # --- any thread ---------------------------------------------------------------
@@ -97,6 +98,7 @@ class Recording:
                 if deadline is not None and time.monotonic() >= deadline:
                     self.request_stop("duration")
                 self._take_held(live)
+                self._let_go_children.close_recovered()
                 for recorder in list(live):
                     if self._stop.is_set():
                         recorder.request_stop(self.stop_reason or "interrupted")
@@ -109,6 +111,7 @@ class Recording:
         finally:  # whatever failed, no process is left hooked or held
             self._stop_all(live)
             self._release_held()
+            self._let_go_children.close_recovered(wait=True)
             self.device.off("child-added", self._on_child_added)
         return next(r for r in self.results if r.path == self.main_path)
 
@@ -136,14 +139,14 @@ class Recording:
                 return
             parent = self._tracer_of(child.parent_pid)
             if parent is None:  # not a process of this recording
-                self._let_go(child.pid)
+                self._let_go_children.let_go(child.pid, child.origin)
                 continue
             follow = self.options.follow_children and not self._stop.is_set()
             if child.origin != "exec":  # an exec is the same process: its image ends "exec"
                 parent.children.append({"pid": child.pid, "origin": child.origin,
                                         "followed": follow})
             if not follow:
-                self._let_go(child.pid)
+                self._let_go_children.let_go(child.pid, child.origin)
                 continue
             recorder = self._follow(child)
             if recorder is not None:
@@ -180,17 +183,12 @@ class Recording:
         self.info(f"recording {what} pid {child.pid}")
         return recorder
 
-    def _let_go(self, pid: int) -> None:
-        try:
-            self.device.resume(pid)
-        except FRIDA_ERRORS:
-            pass  # gone already
-
     def _release_held(self) -> None:
         """Children held after the recording ended run on, untraced."""
         while True:
             try:
-                self._let_go(self._held.get_nowait().pid)
+                child = self._held.get_nowait()
+                self._let_go_children.let_go(child.pid, child.origin)
             except queue.Empty:
                 return
 

@@ -1,0 +1,82 @@
+"""Letting a child that Frida holds at its fork run on untraced, without the hang Frida's own
+release can cause.
+
+Frida's host unloads its agent from a held child that it resumes with no session open, and it
+does so at once, as it answers the child's request to go on. That unload can overtake the
+child's recovery from its fork, which then never ends: the child waits in fork() forever
+(frida-core 17: host-session-service.vala's try_resume_child starts unload_and_destroy when no
+session is open; the agent's finish_recovery_from_fork is left waiting for its answer, and the
+agent's thread waits in _g_dbus_shutdown). Seen about 1 run in 15 with --no-follow-children.
+So ada opens a session of its own on such a child before it resumes it, and closes it once
+the child has had time to recover (RECOVERY_S): the unload then finds a child that runs as usual.
+An exec'd image is not held this way (its agent is gone with the old image): it is only resumed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import frida
+
+from .frida_errors import FRIDA_ERRORS
+
+# How long a released child keeps ada's session: its recovery takes well under a millisecond
+# once resumed; this leaves room for a loaded machine.
+RECOVERY_S = 0.5
+
+
+class HeldChildren:
+    """The fork children ada has let go, each with the session it still holds on it."""
+
+    def __init__(self, device: frida.core.Device) -> None:
+        self.device = device
+        self._open: list[tuple[float, Any]] = []  # (resumed at, session), oldest first
+
+    def let_go(self, pid: int, origin: str) -> None:
+        """Let a held process run untraced (one that has died already is no error)."""
+        session = None
+        if origin == "fork":
+            try:
+                session = self.device.attach(pid)
+            except FRIDA_ERRORS:
+                session = None  # gone already, or not attachable: resuming is all that is left
+        try:
+            self.device.resume(pid)
+        except FRIDA_ERRORS:
+            pass  # gone already
+        if session is not None:
+            self._open.append((time.monotonic(), session))
+
+    def close_recovered(self, wait: bool = False) -> None:
+        """Close the sessions of children resumed RECOVERY_S ago; with wait, all of them,
+        waiting for the youngest to reach that age (ada is leaving)."""
+        keep = []
+        for resumed, session in self._open:
+            age = time.monotonic() - resumed
+            if age < RECOVERY_S and wait:
+                time.sleep(RECOVERY_S - age)
+            elif age < RECOVERY_S:
+                keep.append((resumed, session))
+                continue
+            release(session)
+        self._open = keep
+
+
+def release(session: Any) -> None:
+    """Close ada's session on a released child (it may have ended since)."""
+    try:
+        session.detach()
+    except FRIDA_ERRORS:
+        pass
+
+
+def resume_and_release(device: frida.core.Device, pid: int, session: Any) -> None:
+    """Resume a held child on which ada holds `session`, and close it once the child has
+    recovered from its fork (blocking: for a child whose follow failed)."""
+    try:
+        device.resume(pid)
+    except FRIDA_ERRORS:
+        pass
+    time.sleep(RECOVERY_S)
+    release(session)
