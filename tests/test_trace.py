@@ -237,6 +237,40 @@ def test_tracer_killed_with_sigkill_leaves_recoverable_files(tmp_path, target_bi
     assert info["state"] == "recovered" and info["index_events"] == s.event_count()
 
 
+def test_a_second_ctrl_c_quits_a_stop_that_cannot_finish(tmp_path, target_bin):
+    """A stop waits for the agent, which cannot answer while its target is stopped (SIGSTOP, as
+    a debugger or Ctrl-Z would; a target stuck in Frida's fork handling held ada the same way).
+    The first Ctrl-C asks for the stop; a second one while it waits quits at once: exit 130, a
+    line that says so, and files that hold what reached the disk."""
+    out_dir, err = tmp_path / "traces", tmp_path / "ada.err"
+    with open(err, "w") as err_file:  # not a pipe: the target keeps ada's stderr open
+        ada = subprocess.Popen(ada_command("trace", "-o", out_dir, "-f", target_bin("ticker"),
+                                           "-i", "ticker!work"),
+                               stdout=subprocess.DEVNULL, stderr=err_file,
+                               cwd=Path(__file__).resolve().parents[1])
+    target_pid = None
+    try:
+        session = wait_for_index_events(out_dir, 20000)
+        target_pid = int(session.name[4:])
+        os.kill(target_pid, signal.SIGSTOP)
+        ada.send_signal(signal.SIGINT)
+        time.sleep(2)
+        assert ada.poll() is None, "the stop ended although the target could not answer"
+        ada.send_signal(signal.SIGINT)
+        ada.wait(timeout=10)
+        stderr = err.read_text()
+        assert ada.returncode == 130, stderr
+        assert "quit at once (a second SIGINT while stopping)" in stderr
+    finally:
+        if ada.poll() is None:
+            ada.kill()
+        if target_pid is not None:
+            os.kill(target_pid, signal.SIGKILL)
+            os.kill(target_pid, signal.SIGCONT)
+    out = run_ada("verify", session)
+    assert out.returncode == 0 and "recovered" in out.stdout, out.stdout
+
+
 def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin, engine):
     n = 5000
     s, _ = trace(tmp_path, *engine,

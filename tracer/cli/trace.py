@@ -8,12 +8,13 @@ command being run.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .common import CliError, LiveLine, number
 
@@ -145,11 +146,18 @@ def run(args: argparse.Namespace) -> int:
                           on_attached=lambda session: setup_peer_connection(session, args))
     recording.prepare()
 
+    stops: list[int] = []  # the stop signals taken so far
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGUSR1:
             recording.trigger_now("signal")
-        else:
+            return
+        stops.append(signum)
+        if len(stops) == 1:
             recording.request_stop("interrupted" if signum == signal.SIGINT else "terminated")
+            status.info("stopping: taking what is left (Ctrl-C again quits at once)")
+        else:
+            _quit_now(recording, signum)
 
     watched = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
     previous = {s: signal.signal(s, on_signal) for s in watched}
@@ -157,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         status.info("press Enter to trigger a detail window, Ctrl-C to stop")
         threading.Thread(target=_enter_triggers, args=(recording,), daemon=True).start()
     try:
-        result = recording.record(progress=status.update)
+        result = _record_beside_signals(recording, status.update)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -232,6 +240,43 @@ def _report(recording: Recording, result: RecordingResult, status: StatusLine) -
         raise CliError("no function matched the selection while the target ran; nothing was "
                        "traced")
     return 0
+
+
+def _record_beside_signals(recording: Recording,
+                           progress: Callable[[RecordingStatus], None]) -> RecordingResult:
+    """recording.record() on a thread of its own: Python runs signal handlers on the main
+    thread only, between its own steps, and a stop can wait long on Frida (a target stuck in
+    Frida's fork handling held one for good). The main thread only waits, so a second Ctrl-C
+    or SIGTERM is always taken."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = recording.record(progress=progress)
+        except BaseException as e:  # noqa: BLE001 - raised again on the main thread
+            outcome["error"] = e
+
+    worker = threading.Thread(target=work, name="ada-recording")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.25)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _quit_now(recording: Recording, signum: int) -> None:
+    """A second stop signal while stopping: leave at once. What reached the disk stays there
+    (readers and `ada verify` take a session cut short); the target is left as it is."""
+    try:
+        where = f" {recording.main_path.parent}"
+    except (AssertionError, AttributeError):
+        where = ""
+    sys.stderr.write(f"\nada trace: quit at once (a second {signal.Signals(signum).name} while "
+                     f"stopping): the session{where} is cut short; `ada verify` checks what "
+                     "it holds\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _enter_triggers(recording: Recording) -> None:
