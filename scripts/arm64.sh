@@ -8,7 +8,7 @@
 # the working directory is the repository, `ada` runs this checkout, and COMMAND's exit status
 # is this script's. With no COMMAND it runs the arm64 test subset (scripts/arm64-tests.sh).
 #
-# The image is built once (about 20 minutes: debootstrap under qemu-user, then pip) and cached
+# The image is built once (about 6 minutes here: debootstrap under qemu-user, then pip) and cached
 # in $ADA_ARM64_CACHE (default ~/.cache/ada-arm64) under a key made from its recipe: the base
 # (packages, kernel, guest init) and the Python layer (pyproject's dependencies) are keyed apart,
 # so a dependency change rebuilds only the second. Every run boots a throwaway overlay: the cached
@@ -125,7 +125,7 @@ in_root() { chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=
 build_base() {
     local root=$BASE.tmp/root started=$SECONDS
     rm -rf "$BASE.tmp"; mkdir -p "$BASE.tmp"
-    say "building the base image $BASE_KEY (debootstrap $SUITE arm64; about 15 minutes)"
+    say "building the base image $BASE_KEY (debootstrap $SUITE arm64; about 4 minutes)"
     debootstrap --arch=arm64 --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" \
         > "$BASE.tmp/debootstrap.log" 2>&1 &
     local pid=$!
