@@ -38,6 +38,22 @@ ada_reserve_rings (guint32 slot)
 #endif
 
 /*
+ * Whether the drain has been silent for stall_ns (the host is taken to be gone). The beat is
+ * read before the clock, and one newer than the clock is no silence: the drain beats
+ * thousands of times a second, and a beat written between a clock read and the beat's read
+ * made the age negative, which, unsigned, read as an age of centuries. On the emulated arm64
+ * machine, where a clock read is slow, that dropped a thread now and then with the host alive.
+ */
+static gboolean
+ada_host_silent (const RegionHeader * h)
+{
+  guint64 beat = *(volatile const guint64 *) &h->heartbeat_ns;
+  guint64 now = ada_now ();
+
+  return now > beat && now - beat > h->stall_ns;
+}
+
+/*
  * A slot for a new thread: a fresh one while there are any, else one the host
  * has freed after an earlier thread ended. Claiming a freed slot needs no
  * compare-and-swap (TinyCC has none): the claimer draws a ticket with an
@@ -91,8 +107,7 @@ ada_claim_slot (void)
       }
       g_atomic_int_add ((volatile gint *) &c->claims, -1);
     }
-    if (!pending || h->policy != ADA_POLICY_WAIT || h->stop ||
-        ada_now () - h->heartbeat_ns > h->stall_ns)
+    if (!pending || h->policy != ADA_POLICY_WAIT || h->stop || ada_host_silent (h))
       return -1;
     if (++spins < 64)
       g_thread_yield ();
@@ -314,7 +329,7 @@ ada_wait_for_room (SlotControl * ctl, volatile guint64 * tail, guint64 * cached_
     }
     if (since == 0)
       since = ada_now ();
-    if ((++spins & 63) == 0 && ada_now () - h->heartbeat_ns > h->stall_ns)
+    if ((++spins & 63) == 0 && ada_host_silent (h))
     {
       room = FALSE;
       break;
