@@ -142,7 +142,9 @@ class InlineHooks {
   /*
    * cm: the compiled hot path; layout: its ada_layout(); state: AdaState; arch: the CPU's
    * constants ({entryRet, exitRet}: the stubs' frames, checked against ada_platform.c;
-   * reach: how far the patch's jump goes; hintStep: the step between mmap hints).
+   * reach: how far the patch's jump goes; hintStep: the step between mmap hints; vectors:
+   * x86_64's stubs save xmm0-15). This writes the exit stub: what the subclass's stub
+   * writers read must come in here, not be set after super().
    */
   constructor(cm, layout, state, mapFlags, arch) {
     if (layout['agent.inline_entry_ret'] !== arch.entryRet || layout['agent.inline_exit_ret'] !== arch.exitRet)
@@ -153,6 +155,7 @@ class InlineHooks {
     this.mapFlags = mapFlags;
     this.reach = arch.reach;
     this.hintStep = arch.hintStep;
+    this.vectors = arch.vectors === true;  /* x86_64: the stubs save xmm0-15 (ada_layout.h) */
     this.mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
     this.munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int',

@@ -197,12 +197,13 @@ class InlineHooksX64 extends InlineHooks {
   /* cm: the compiled hot path; layout: its ada_layout(); state: AdaState; saveVectors: save
    * xmm0-15 in the stubs even when the hot path keeps them itself (ADA_INLINE_VECTORS=save). */
   constructor(cm, layout, state, mapFlags, saveVectors) {
+    /* (the base constructor writes the exit stub: what it saves goes in with `arch`) */
     super(cm, layout, state, mapFlags,
-          { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000 });
+          { entryRet: ENTRY_RET, exitRet: EXIT_RET, reach: NEAR, hintStep: 0x1000000,
+            vectors: saveVectors || layout['agent.stubs_save_vectors'] !== 0 });
     this.stubSize = STUB_BYTES;
     this.headSize = JMP_BYTES;
     this.padding = new CodePadding();
-    this.vectors = saveVectors || layout['agent.stubs_save_vectors'] !== 0;
   }
 
   _writeExitStub() {
