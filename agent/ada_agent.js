@@ -97,6 +97,7 @@ class AdaAgent {
       clockSource: ticks ? 'tsc' : 'os',
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
+      tlsDirect: state.add(L['agent.state_tls_offset']).readU64().toNumber() !== 0,
       region: this.regionKind, regionFd: this.regionFd, regionWhy: this.regionWhy,
       hookEngine: engine.name,
       hookEngineWhy: engine.why,

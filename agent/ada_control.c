@@ -29,6 +29,7 @@ ada_init (guint32 pid)
   s->detail_mode = h->detail_capacity != 0 ? h->detail_mode : ADA_DETAIL_OFF;
   s->stack_bytes = MIN (h->stack_bytes, ADA_DETAIL_MAX_STACK);
   s->pid = pid;
+  ada_tls_find ();
   s->overflow.overflowed = 1;
   s->registering.overflowed = 1;
   s->unmasked.overflowed = 1;
@@ -255,6 +256,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_traps", ADA_OFFSET (AdaState, traps));
   ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
+  ADA_LAYOUT ("agent.state_tls_offset", ADA_OFFSET (AdaState, tls_offset));
   ADA_LAYOUT ("agent.stubs_save_vectors", ADA_STUBS_SAVE_VECTORS);
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));

@@ -103,7 +103,7 @@ ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
  * the same stack) are gone, but for a tail call: a function entered at `sp` whose return
  * address `ret` is already the exit stub was jumped to by the call of that entry, which
  * is still open (0: not entering a function). */
-static guint64
+static ADA_ALWAYS_INLINE guint64
 ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp, guint64 ret)
 {
   guint64 n = st->len;
@@ -133,7 +133,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
    * thread Frida starts later whose first hooked call comes through libc is recorded as
    * a thread of the program.) While the thread id is read, the TLS says `unmasked`: the
    * syscall is ada's own call (see ada_register_thread). */
-  t = gum_tls_key_get_value (s->tls_key);
+  t = ada_tls_get ();
   if (t == NULL)
   {
     frida = ada_own_call (ret);
@@ -246,7 +246,7 @@ ada_inline_leave (guint64 * frame)
   ThreadState * t;
   InlineStack * st;
 
-  t = gum_tls_key_get_value (s->tls_key);
+  t = ada_tls_get ();
   if (t == NULL || t->inline_stack == NULL)
     abort ();  /* a redirected return with no record of it: nowhere to go back to */
   st = t->inline_stack;
@@ -315,7 +315,7 @@ ada_inline_leave (guint64 * frame)
 static ThreadState *
 ada_inline_thread (void)
 {
-  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+  ThreadState * t = ada_tls_get ();
   return t != NULL && !t->overflowed && t->inline_stack != NULL && !t->busy ? t : NULL;
 }
 

@@ -90,6 +90,13 @@ typedef struct { unsigned char bytes[512]; } __attribute__ ((aligned (16))) AdaV
 # define ADA_FOREIGN(call) do { call; } while (0)
 #endif
 
+/* A small step of every hooked call that gcc would otherwise call (TinyCC inlines nothing). */
+#if defined (__GNUC__) && !defined (__TINYC__)
+# define ADA_ALWAYS_INLINE inline __attribute__ ((always_inline))
+#else
+# define ADA_ALWAYS_INLINE
+#endif
+
 #include <gum/guminterceptor.h>
 #include <gum/gumtls.h>
 #include <gum/gummemory.h>  /* gum_strip_code_pointer (arm64) */
@@ -339,6 +346,9 @@ typedef struct
   guint32 trap_installed;     /* 1 while ada's SIGTRAP handler is in front */
   volatile guint32 * here;    /* 1 in the process ada was loaded into, 0 in a forked child:
                                * see ADA_FORKED */
+  guint64 tls_offset;         /* tls_key's value from the thread pointer; 0: ask pthread (see
+                               * ada_tls_get) */
+  guint64 tls_seq;            /* the key's seq beside it, while the key is ours */
 } AdaState;
 
 extern AdaState ada_state;

@@ -252,3 +252,66 @@ ada_safe_read (guint8 * dst, guint64 src, guint32 n)
   return 0;
 }
 #endif
+
+/*
+ * The calling thread's ThreadState (ada's gum TLS key, a pthread key), twice a hooked call.
+ * x86_64 glibc, built by gcc: read straight from the thread's own struct pthread, where
+ * glibc keeps a key below 32 as a (seq, value) pair at a fixed offset from the thread
+ * pointer (%fs). ada_tls_find learns the offset once, by writing two markers through the
+ * key; a pair whose seq is not the key's is stale (an older key of that number), and then
+ * pthread_getspecific answers, as it does everywhere else: it costs two calls (Frida's
+ * wrapper, then libc's) where this costs two loads.
+ */
+#if defined (__x86_64__) && defined (ADA_TLS_GLIBC) && !defined (__TINYC__)
+static ADA_ALWAYS_INLINE gpointer
+ada_tls_get (void)
+{
+  const AdaState * s = &ada_state;
+  guint64 seq, value;
+
+  if (s->tls_offset != 0)
+  {
+    __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (seq) : "r" (s->tls_offset - 8));
+    __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (value) : "r" (s->tls_offset));
+    if (seq == s->tls_seq)
+      return (gpointer) (gsize) value;
+  }
+  return gum_tls_key_get_value (s->tls_key);
+}
+
+/* Where the key's pair lies from the thread pointer (the struct pthread, whose first word
+ * points at itself), or 0: found with one marker, confirmed with another, at one place
+ * only; its seq is odd (glibc: a key in use). Run once, on the agent's thread, before any
+ * hook. */
+static void
+ada_tls_find (void)
+{
+  AdaState * s = &ada_state;
+  guint64 self, before[512], after[512], a = (guint64) (gsize) &s->registering,
+      b = (guint64) (gsize) &s->unmasked;
+  guint32 n, m, i, at = 0, found = 0;
+  gpointer old = gum_tls_key_get_value (s->tls_key);
+
+  __asm__ volatile ("movq %%fs:0, %0" : "=r" (self));
+  gum_tls_key_set_value (s->tls_key, (gpointer) (gsize) a);
+  n = ada_safe_read ((guint8 *) before, self, sizeof (before)) / 8;
+  gum_tls_key_set_value (s->tls_key, (gpointer) (gsize) b);
+  m = ada_safe_read ((guint8 *) after, self, sizeof (after)) / 8;
+  gum_tls_key_set_value (s->tls_key, old);
+  for (i = 1; i < MIN (n, m); i++)
+  {
+    if (before[i] == a && after[i] == b && before[i - 1] == after[i - 1] && (after[i - 1] & 1))
+    {
+      at = i;
+      found++;
+    }
+  }
+  if (found != 1)
+    return;
+  s->tls_seq = after[at - 1];
+  s->tls_offset = 8 * (guint64) at;
+}
+#else
+# define ada_tls_get() gum_tls_key_get_value (ada_state.tls_key)
+# define ada_tls_find() do { } while (0)
+#endif

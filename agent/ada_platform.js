@@ -46,6 +46,7 @@ function platformConfig(clockSource) {
     anonMapFlags = 0x0002 | 0x1000;  /* MAP_PRIVATE | MAP_ANON */
   } else {
     facts.tsc = arch === 'x64' && clockSource !== 'os' && kernelClocksource() === 'tsc';
+    facts.glibc = Module.findGlobalExportByName('gnu_get_libc_version') !== null;
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
     for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
                         'pthread_attr_destroy', 'posix_fallocate'])
@@ -80,6 +81,8 @@ function hotPathDefines(platform, arch, facts) {
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
   defines.push('#define ADA_ANON_MAP_FLAGS 0x4022');  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
   defines.push('#define ADA_SIG_SETMASK 2');
+  if (facts.glibc)
+    defines.push('#define ADA_TLS_GLIBC 1');  /* a thread's pthread keys at %fs (ada_tls_get) */
   return defines;
 }
 

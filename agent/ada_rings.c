@@ -245,7 +245,7 @@ ada_fini (void)
 /* TinyCC does not inline: the per-call steps below are macros, not functions. */
 #define ADA_THREAD(t) \
   do { \
-    t = gum_tls_key_get_value (ada_state.tls_key); \
+    t = ada_tls_get (); \
     if (t == NULL) \
       t = ada_register_thread (); \
   } while (0)

@@ -13,7 +13,7 @@ void
 ada_on_terminate (GumInvocationContext * ic)
 {
   RegionHeader * h = ada_state.region;
-  ThreadState * t = gum_tls_key_get_value (ada_state.tls_key);
+  ThreadState * t = ada_tls_get ();
   guint32 inline_len;
 
   (void) ic;
