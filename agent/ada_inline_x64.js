@@ -19,9 +19,9 @@
  * resort is an int3 and a SIGTRAP handler (_planTrap, ada_inline_trap).
  * One exit stub serves every function: a redirected return lands there; it saves the
  * same registers, calls ada_inline_leave, which gives the real return address, and
- * returns to it. All caller-saved registers, not just the arguments and results: gcc
- * (-fipa-ra) keeps a caller's values in registers a callee it knows leaves alone, and
- * (stack alignment propagation) calls such a callee with the stack misaligned.
+ * jumps to it (see JMP_BELOW_RSP). All caller-saved registers, not just the arguments and
+ * results: gcc (-fipa-ra) keeps a caller's values in registers a callee it knows leaves
+ * alone, and (stack alignment propagation) calls such a callee with the stack misaligned.
  */
 
 const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jmp back */
@@ -35,6 +35,15 @@ const EXIT_SAVED = ['rax', 'rdx', 'rcx', 'rsi', 'rdi', 'r8', 'r9', 'r10', 'r11',
 const ENTRY_RET = ENTRY_SAVED.length;  /* frame index of the return address */
 const EXIT_RET = EXIT_SAVED.length;
 const XMM_BYTES = 16 * 16;
+/*
+ * jmp qword [rsp - 8]: how the exit stub goes back to the caller, once `lea rsp, [rsp + 8]`
+ * has popped the real return address without a `ret`. A `ret` there would take the
+ * return-stack predictor's next entry (the caller's own return: the hooked function's
+ * `ret` into the exit stub used up the entry of its call), a misprediction on every call,
+ * and would leave the predictor one entry off for every return above it. The 128-byte red
+ * zone below rsp keeps the word from a signal handler's frame meanwhile.
+ */
+const JMP_BELOW_RSP = new Uint8Array([0xff, 0x64, 0x24, 0xf8]).buffer;
 
 /* movdqu [rsp + disp], xmmN (store) or movdqu xmmN, [rsp + disp] (load), N < 16 */
 function movdquRsp(store, n, disp) {
@@ -218,7 +227,8 @@ class InlineHooksX64 extends InlineHooks {
       w.putCallRegOffsetPtr('rax', 8);
       w.putMovRegOffsetPtrReg('rbp', 8 * EXIT_RET, 'rax');
       putRestore(w, EXIT_SAVED, this.vectors);
-      w.putRet();
+      w.putLeaRegRegOffset('rsp', 'rsp', 8);
+      w.putBytes(JMP_BELOW_RSP);
       w.flush();
       if (w.offset > size)
         throw new Error('inline exit stub overflows its space');

@@ -1,7 +1,9 @@
 /* Benchmark target: THREADS threads each call small() CALLS times (argv[1], argv[2]) and the
  * program prints the call rate it saw (the loop timed with CLOCK_MONOTONIC). With argv[3], it
  * first says so and waits for that file to exist (so a tracer can attach first); with argv[4],
- * it waits for that file before exiting (so a remote tracer can pull everything first). */
+ * it waits for that file before exiting (so a remote tracer can pull everything first). With
+ * BENCH_DEPTH=N in its environment each call of small() is made N unhooked frames down (returns
+ * above a hooked call: see bench_trace.py --depth-only). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 volatile long sink;
 static long calls;
+static int depth;
 
 __attribute__((noinline)) long small(long x)
 {
@@ -17,11 +20,21 @@ __attribute__((noinline)) long small(long x)
   return x ^ 1;
 }
 
+__attribute__((noinline)) static long down(long x, int d)
+{
+  long r = d > 0 ? down(x, d - 1) : small(x);
+  sink += r;
+  return r;
+}
+
 static void *loop(void *arg)
 {
   (void) arg;
   for (long i = 0; i < calls; i++)
-    small(i);
+    if (depth > 0)
+      down(i, depth);
+    else
+      small(i);
   return NULL;
 }
 
@@ -36,6 +49,7 @@ int main(int argc, char **argv)
 {
   calls = argc > 1 ? atol(argv[1]) : 10000000;
   long threads = argc > 2 ? atol(argv[2]) : 1;
+  depth = getenv("BENCH_DEPTH") != NULL ? atoi(getenv("BENCH_DEPTH")) : 0;
   pthread_t t[64];
   if (argc > 3)
   {

@@ -2,14 +2,15 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-[--attach-only] [--breakpoint-only]
+[--attach-only] [--breakpoint-only] [--depth-only]
 First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
 a program that exits at once). Then the hook engines side by side, one and two threads:
 uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
 with apt-get when run as root; said when it cannot be); Frida's empty CModule hook; ada trace
 with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
 >= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then what a breakpoint hook (the
-inline engine's last resort, for functions no jump fits) costs a call. Then, for one thread calling small() in
+inline engine's last resort, for functions no jump fits) costs a call, and (--depth-only) what
+a hooked call costs the returns above it. Then, for one thread calling small() in
 a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
@@ -176,9 +177,10 @@ def settle_page_cache() -> None:
     time.sleep(1.0)
 
 
-def uninstrumented(exe: Path, calls: int, threads: int = 1) -> float:
+def uninstrumented(exe: Path, calls: int, threads: int = 1,
+                   env: dict[str, str] | None = None) -> float:
     out = subprocess.run([str(exe), str(calls), str(threads)], capture_output=True, text=True,
-                         check=True)
+                         check=True, env={**os.environ, **(env or {})})
     return parse_rate(out.stdout)[0]
 
 
@@ -326,6 +328,35 @@ def compare_breakpoint(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
           f"events lost {lost:,}")
 
 
+DEPTHS = (0, 8)
+
+
+def compare_depth(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
+    """What a hooked call costs the returns above it: small() called from the loop itself, and
+    from 8 unhooked frames down (BENCH_DEPTH), each engine, rounds interleaved, medians. Both
+    engines point a hooked call's return at their own code; how that code goes back to the
+    caller decides whether the CPU's return predictor still predicts the 8 returns above it.
+    The figure is a hooked call's extra cost at depth 8 over depth 0, less the frames' own."""
+    print(f"returns above a hooked call: {calls:,} calls of small() per run, from depth 0 and "
+          f"{DEPTHS[-1]}, {rounds} interleaved rounds (ns a call, medians)")
+    ns: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        for depth in DEPTHS:
+            env = {"BENCH_DEPTH": str(depth)}
+            ns.setdefault(("uninstrumented", depth), []).append(
+                1e9 / uninstrumented(exe, calls, env=env))
+            for engine in ENGINES:
+                r = ada(exe, calls, tmp / "t", extra=("--hook-engine", engine), env=env)
+                ns.setdefault((f"ada {engine}", depth), []).append(1e9 / r.rate)
+    med = {k: sorted(v)[len(v) // 2] for k, v in ns.items()}
+    frames = med["uninstrumented", DEPTHS[-1]] - med["uninstrumented", 0]
+    for name in ["uninstrumented"] + [f"ada {e}" for e in ENGINES]:
+        row = ", ".join(f"depth {d}: {med[name, d]:6.1f} ns" for d in DEPTHS)
+        extra = "" if name == "uninstrumented" else \
+            f"; {med[name, DEPTHS[-1]] - med[name, 0] - frames:+.1f} ns a call beyond the frames"
+        print(f"  {name:<15}: {row}{extra}")
+
+
 ATTACH_SIZES = (1, 100, 2000)
 
 
@@ -391,6 +422,10 @@ def main() -> None:
     ap.add_argument("--breakpoint-only", action="store_true",
                     help="only what a breakpoint hook (the inline engine's last resort) costs "
                     "a call")
+    ap.add_argument("--depth-only", action="store_true",
+                    help="only what a hooked call costs the returns above it (depth 0 and 8)")
+    ap.add_argument("--depth-calls", type=int, default=3_000_000,
+                    help="calls per run of the depth comparison (default 3M)")
     ap.add_argument("--breakpoint-calls", type=int, default=2_000_000,
                     help="calls per run of the breakpoint comparison (default 2M)")
     args = ap.parse_args()
@@ -398,6 +433,9 @@ def main() -> None:
     try:
         if args.breakpoint_only:
             compare_breakpoint(build(tmp), args.breakpoint_calls, tmp, args.rounds)
+            return
+        if args.depth_only:
+            compare_depth(build(tmp), args.depth_calls, tmp, args.rounds)
             return
         if not args.engines_only:
             compare_attach(tmp, args.rounds)
