@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(uname -m)" = aarch64 ] || { echo "arm64-tests.sh runs inside scripts/arm64.sh's guest" >&2; exit 2; }
-pytest=(python -m pytest -p no:cacheprovider -q --timeout 900 --durations 25)
+pytest=(python -m pytest -p no:cacheprovider -v -rfE --timeout 900 --durations 25)
 # A recording whose test names no toolchain compiles its hot path with TinyCC here: the guest's
 # gcc -O2 adds about 6 s to each (tests/helpers.py). The tests that name gcc still use it.
 export ADA_TESTS_TOOLCHAIN=internal
