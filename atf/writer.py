@@ -124,6 +124,11 @@ class _Lane:
         return self.crc
 
     @property
+    def direct(self) -> bool:
+        """Whether the events go to a DirectStream now (bytes may sit in its staging ring)."""
+        return self._stream is not None
+
+    @property
     def direct_from(self) -> int | None:
         """The file offset at which the lane switched to a DirectStream, or None if no byte
         went to the disk directly (no switch, too little written since, or refused)."""
@@ -155,12 +160,15 @@ class ThreadWriter:
 
     Bulk appends take a numpy array of format.INDEX_EVENT or raw 32-byte records
     exactly as the drain hands them over; single events go through a small
-    buffer. detail.atf is created on the first detail event; `detail_go_direct` says when its
-    events should go straight to the disk (see _Lane; the recorder's choice, as it writes GBs).
+    buffer. detail.atf is created on the first detail event; `detail_go_direct` and
+    `index_go_direct` say when each lane's events should go straight to the disk (see _Lane;
+    the recorder's choice, as it writes GBs). An index lane written that way can no longer be
+    patched (set_detail_seqs): a writer that links detail events afterwards keeps it cached.
     """
 
     def __init__(self, directory: str | os.PathLike, *, thread_id: int, arch: int, os_id: int,
-                 clock_type: int, detail_go_direct: Callable[[int], bool] | None = None) -> None:
+                 clock_type: int, detail_go_direct: Callable[[int], bool] | None = None,
+                 index_go_direct: Callable[[int], bool] | None = None) -> None:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -173,7 +181,8 @@ class ThreadWriter:
         self.detail_go_direct = detail_go_direct
         self._detail: _Lane | None = None
         self._detail_seq_range: tuple[int, int] | None = None
-        self._index = _Lane(self.directory / "index.atf", self._index_header())
+        self._index = _Lane(self.directory / "index.atf", self._index_header(),
+                            go_direct=index_go_direct)
         self._pending = bytearray()
         self._pending_count = 0
         self._pending_first_ts = 0
@@ -193,6 +202,11 @@ class ThreadWriter:
     def detail_direct_from(self) -> int | None:
         """The detail.atf offset from which events went straight to the disk, or None."""
         return self._detail.direct_from if self._detail else None
+
+    @property
+    def index_direct_from(self) -> int | None:
+        """The index.atf offset from which events went straight to the disk, or None."""
+        return self._index.direct_from
 
     @property
     def index_time_range(self) -> tuple[int, int] | None:
@@ -247,6 +261,9 @@ class ThreadWriter:
         detail_seqs = np.asarray(detail_seqs, dtype=np.uint32)
         if len(index_seqs) == 0:
             return
+        if self._index.direct:
+            raise WriterError("index events written straight to the disk cannot be patched "
+                              "(give this writer no index_go_direct)", self._index.path)
         if index_seqs.min() < 0 or index_seqs.max() >= self.index_count:
             raise WriterError(f"index_seq range {int(index_seqs.min())}..{int(index_seqs.max())} "
                               f"not written yet ({self.index_count} events)", self._index.path)
@@ -464,6 +481,7 @@ class SessionWriter:
     def __init__(self, output_dir: str | os.PathLike, pid: int, *, arch: int, os_id: int,
                  clock_type: int, started: _dt.datetime | None = None,
                  detail_go_direct: Callable[[int], bool] | None = None,
+                 index_go_direct: Callable[[int], bool] | None = None,
                  session_dir: str | os.PathLike | None = None,
                  process_dir: str | None = None) -> None:
         process_dir = process_dir or f"pid_{pid}"
@@ -482,13 +500,15 @@ class SessionWriter:
         self.pid = pid
         self.arch, self.os_id, self.clock_type = arch, os_id, clock_type
         self.detail_go_direct = detail_go_direct
+        self.index_go_direct = index_go_direct
         self.threads: list[ThreadWriter] = []
 
     def add_thread(self, thread_id: int) -> ThreadWriter:
         """A writer for the session's next thread (thread_0, thread_1, ...)."""
         writer = ThreadWriter(self.path / f"thread_{len(self.threads)}", thread_id=thread_id,
                               arch=self.arch, os_id=self.os_id, clock_type=self.clock_type,
-                              detail_go_direct=self.detail_go_direct)
+                              detail_go_direct=self.detail_go_direct,
+                              index_go_direct=self.index_go_direct)
         self.threads.append(writer)
         return writer
 

@@ -273,3 +273,60 @@ def test_a_failing_index_lane_still_finishes_the_detail_lane_and_other_threads(
     report = atf.verify(fine.directory)
     assert report.ok and not report.recovered, report.to_dict()
     assert fine.detail_direct_from == F.HEADER_SIZE
+
+
+def write_index_thread(directory, counts, go_direct):
+    """One thread's index lane alone, appended in pieces of `counts` events."""
+    w = ThreadWriter(directory, thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                     clock_type=F.CLOCK_BOOTTIME, index_go_direct=go_direct)
+    events = index_events(sum(counts))
+    events["detail_seq"] = F.NO_DETAIL_SEQ  # no detail lane here
+    at = 0
+    for c in counts:
+        w.append_index(events[at:at + c])
+        at += c
+    w.write_index_event(10 ** 9, 1, F.EVENT_CALL, 0)  # one single event, flushed at the end
+    w.finalize()
+    return w
+
+
+INDEX_COUNTS = [1, 3, 1000, 299_999] * 5 + [7]  # about 48 MB: several staging rings
+
+
+def test_an_index_lane_written_direct_is_the_same_file(tmp_path):
+    a = write_index_thread(tmp_path / "a" / "thread_0", INDEX_COUNTS, always)
+    b = write_index_thread(tmp_path / "b" / "thread_0", INDEX_COUNTS, None)
+    assert a.index_direct_from == F.HEADER_SIZE and b.index_direct_from is None
+    assert a.detail_direct_from is None  # no detail lane
+    assert (tmp_path / "a" / "thread_0" / "index.atf").read_bytes() == \
+        (tmp_path / "b" / "thread_0" / "index.atf").read_bytes()
+    report = atf.verify(tmp_path / "a" / "thread_0")
+    assert report.ok and not report.recovered, report.to_dict()
+
+
+def test_an_index_lane_switched_mid_file_is_the_same_file(tmp_path):
+    asked = []
+
+    def go_direct(lane_bytes):  # no at the first append, yes when asked again
+        asked.append(lane_bytes)
+        return len(asked) >= 2
+
+    a = write_index_thread(tmp_path / "a" / "thread_0", INDEX_COUNTS, go_direct)
+    b = write_index_thread(tmp_path / "b" / "thread_0", INDEX_COUNTS, None)
+    assert a.index_direct_from is not None and a.index_direct_from > 32 << 20
+    assert (tmp_path / "a" / "thread_0" / "index.atf").read_bytes() == \
+        (tmp_path / "b" / "thread_0" / "index.atf").read_bytes()
+
+
+def test_an_index_lane_written_direct_refuses_to_be_patched(tmp_path):
+    """Detail links are patched into index events already written (the flight recorder): bytes
+    still staged for a direct write would overwrite a patch, so the writer says no."""
+    w = ThreadWriter(tmp_path / "thread_0", thread_id=7, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                     clock_type=F.CLOCK_BOOTTIME, index_go_direct=always)
+    events = index_events(10_000)
+    events["detail_seq"] = F.NO_DETAIL_SEQ
+    w.append_index(events)
+    with pytest.raises(WriterError, match="cannot be patched"):
+        w.set_detail_seq(5, 0)
+    w.finalize()
+    assert atf.verify(tmp_path / "thread_0").ok

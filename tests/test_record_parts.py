@@ -19,7 +19,7 @@ from ada.atf import format as F
 from ada.atf.records import walk_records
 from ada.atf.writer import SessionWriter, ThreadWriter
 from ada.tracer.errors import TracerError
-from ada.tracer.record import detail_io
+from ada.tracer.record import lane_io
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.drain import Drain
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
@@ -581,7 +581,7 @@ def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
                         "undelivered_detail_bytes": None}
 
 
-# --- the layout check and the --detail-io policy -----------------------------------------------
+# --- the layout check and the lane io policy (--detail-io, --index-io) ---------------------------
 
 def test_layout_check_names_every_field_that_differs():
     check_layout({**LAYOUT, "agent.sizeof_state": 123456})  # agent-private entries: not shared
@@ -596,20 +596,20 @@ def test_layout_check_names_every_field_that_differs():
         assert text in message
 
 
-def test_detail_io_policies():
-    assert detail_io.go_direct_policy("cached") is None
-    assert detail_io.go_direct_policy("direct")(0) is True
-    assert detail_io.go_direct_policy("auto") is detail_io.worth_going_direct
+def test_lane_io_policies():
+    assert lane_io.go_direct_policy("cached") is None
+    assert lane_io.go_direct_policy("direct")(0) is True
+    assert lane_io.go_direct_policy("auto") is lane_io.worth_going_direct
     with pytest.raises(ValueError):
-        detail_io.go_direct_policy("sometimes")
+        lane_io.go_direct_policy("sometimes")
 
 
 def test_auto_goes_direct_only_for_big_lanes_under_pressure(monkeypatch):
-    monkeypatch.setattr(detail_io, "dirty_pressure", lambda: True)
-    assert not detail_io.worth_going_direct(0)
-    assert detail_io.worth_going_direct(detail_io.MIN_DIRECT_LANE)
-    monkeypatch.setattr(detail_io, "dirty_pressure", lambda: False)
-    assert not detail_io.worth_going_direct(detail_io.MIN_DIRECT_LANE)
+    monkeypatch.setattr(lane_io, "dirty_pressure", lambda: True)
+    assert not lane_io.worth_going_direct(0)
+    assert lane_io.worth_going_direct(lane_io.MIN_DIRECT_LANE)
+    monkeypatch.setattr(lane_io, "dirty_pressure", lambda: False)
+    assert not lane_io.worth_going_direct(lane_io.MIN_DIRECT_LANE)
 
 
 @pytest.mark.parametrize("dirty, expected", [(100, False), (600, True), (900, True)])
@@ -617,13 +617,13 @@ def test_dirty_pressure_is_the_kernels_background_threshold(tmp_path, dirty, exp
     vmstat = tmp_path / "vmstat"
     vmstat.write_text(f"nr_free_pages 5\nnr_dirty {dirty - 50}\nnr_writeback 50\n"
                       "nr_dirty_threshold 1200\nnr_dirty_background_threshold 600\n")
-    assert detail_io.dirty_pressure(vmstat) is expected
+    assert lane_io.dirty_pressure(vmstat) is expected
 
 
 def test_dirty_pressure_without_vmstat_is_no_pressure(tmp_path):
-    assert detail_io.dirty_pressure(tmp_path / "missing") is False
+    assert lane_io.dirty_pressure(tmp_path / "missing") is False
     (tmp_path / "partial").write_text("nr_dirty 5\n")
-    assert detail_io.dirty_pressure(tmp_path / "partial") is False
+    assert lane_io.dirty_pressure(tmp_path / "partial") is False
 
 
 # --- the tests' own oracle -------------------------------------------------------------------

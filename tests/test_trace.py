@@ -14,8 +14,9 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, read_line,
-                     run_ada, session_path, trace_session as trace, wait_for_index_events)
+from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events,
+                     o_direct_works, read_line, run_ada, session_path, trace_session as trace,
+                     wait_for_index_events)
 
 
 
@@ -448,10 +449,29 @@ def test_a_function_frida_cannot_hook_is_named_once_and_the_rest_traced(tmp_path
 
 def test_usage_errors(tmp_path):
     for args in (["-p", "1", "-n", "x", "-i", "f"], ["-p", "1"], ["-p", "1", "-a", "nomodule"],
-                 ["-p", "1", "-i", "f", "-U", "-R"]):
+                 ["-p", "1", "-i", "f", "-U", "-R"],
+                 ["-p", "1", "-i", "f", "--index-io", "direct", "--pre-roll-ms", "10"]):
         out = run_ada("trace", *args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1, args
         assert out.stderr.startswith("ada trace: error: ") and "--help" in out.stderr
+
+
+def test_the_index_lane_straight_to_the_disk(tmp_path, target_bin, engine):
+    """--index-io direct: index.atf goes to the disk with O_DIRECT from its first block (the
+    manifest says from where), and holds every event as through the page cache."""
+    if not o_direct_works(tmp_path):
+        pytest.skip("the filesystem of the test directory refuses O_DIRECT")
+    n = 20000
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n), "2",
+                 "-i", "exact_calls!work", "--index-io", "direct")
+    m = s.manifest.document
+    assert m["options"]["index_io"] == "direct"
+    assert [t["index_direct_from"] for t in m["threads"]] == [F.HEADER_SIZE] * 2
+    per_thread = function_events(s, "work")
+    assert sorted(len(ev) for ev in per_thread.values()) == [2 * n, 2 * (n + 1)]
+    for ev in per_thread.values():
+        assert_balanced(ev)
+    assert_verify_clean(s.path)
 
 
 def test_long_option_spellings_select_the_same(tmp_path, target_bin):

@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of `ada trace` (frida-tools' device options among them: imports frida)."""
     try:
         from ..record.devices import add_device_arguments, add_target_arguments
-        from ..record.options import DETAIL_IO
+        from ..record.options import LANE_IO
         from ..record.selection import SelectionAction, add_selection_arguments
     except ImportError as e:
         raise CliError(f"ada trace needs Frida, which cannot be loaded here ({e})") from None
@@ -101,6 +101,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "recorded into its own pid_N/ beside the target's, and a new image after "
                    "exec into pid_N_execK/); either way a child never writes into the "
                    "target's rings and keeps none of its hooks")
+    g.add_argument("--index-io", choices=LANE_IO, default="auto",
+                   help="how index.atf is written: auto goes through the page cache, and "
+                   "straight to the disk (O_DIRECT, Linux) for a thread past 32 MiB of events "
+                   "once the kernel starts writing back dirty pages; direct goes straight to "
+                   "the disk from the start; cached never does. With a detail window it is "
+                   "cached: its events are linked to their detail afterwards")
     g.add_argument("-q", "--quiet", action="store_true", help="no status line")
     d = p.add_argument_group("detail lane and flight recorder")
     d.add_argument("--detail", action="store_true",
@@ -124,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--pre-roll-buffer-mb", type=positive_int, default=256, metavar="MB",
                    help="memory for detail waiting for a trigger (default 256); if it cuts a "
                    "window short, the manifest and status line say by how much")
-    d.add_argument("--detail-io", choices=DETAIL_IO, default="auto",
+    d.add_argument("--detail-io", choices=LANE_IO, default="auto",
                    help="how detail.atf is written: auto goes through the page cache, and "
                    "straight to the disk (O_DIRECT, Linux) for a thread past 32 MiB of detail "
                    "once the kernel starts writing back dirty pages; direct goes straight to "
@@ -200,6 +206,10 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
     for d in args.symbols:
         if not d.is_dir():
             parser.error(f"--symbols {d}: not a directory")
+    if window and args.index_io == "direct":
+        parser.error("--index-io direct does not combine with a detail window: its index "
+                     "events are linked to their detail as windows close (auto keeps them "
+                     "cached)")
     if (args.triggers or args.trigger_at_ms) and not window:
         parser.error("triggers need a window: give --pre-roll-ms and/or --post-roll-ms")
     return target, TraceOptions(
@@ -212,7 +222,8 @@ def _target_and_options(args: argparse.Namespace) -> tuple[Target, TraceOptions]
         trigger_at_ms=args.trigger_at_ms, transport=args.transport,
         clock_source=args.clock_source, toolchain=args.cmodule_toolchain,
         hook_engine=args.hook_engine,
-        detail_io=args.detail_io, follow_children=not args.no_follow_children,
+        detail_io=args.detail_io, index_io=args.index_io,
+        follow_children=not args.no_follow_children,
         symbols=args.symbols)
 
 

@@ -292,7 +292,8 @@ class Drain(threading.Thread):
                     "detail_events": w.detail_count, "drops": c.drops,
                     "detail_drops": c.detail_drops, "waits": c.waits,
                     "wait_ms": round(c.wait_ns / 1e6, 3),
-                    "detail_direct_from": w.detail_direct_from}
+                    "detail_direct_from": w.detail_direct_from,
+                    "index_direct_from": w.index_direct_from}
                    for n, (w, c) in enumerate(zip(self.thread_writers, counts))]
         ranges = [r for r in (w.index_time_range for w in self.thread_writers) if r is not None]
         return {

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DETAIL_IO = ("auto", "direct", "cached")  # --detail-io: see tracer.record.detail_io
+LANE_IO = ("auto", "direct", "cached")  # --detail-io, --index-io: see tracer.record.lane_io
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class TraceOptions:
     clock_source: str = "auto"  # "auto" (raw TSC ticks where the OS clock runs on them) or "os"
     toolchain: str = "auto"  # CModule toolchain: "auto", "internal" (TinyCC) or "external" (gcc)
     hook_engine: str = "auto"  # "auto", "frida" (Frida's Interceptor) or "inline" (ada's stubs)
-    detail_io: str = "auto"  # how detail.atf is written: one of DETAIL_IO
+    detail_io: str = "auto"  # how detail.atf is written: one of LANE_IO
+    index_io: str = "auto"  # how index.atf is written: one of LANE_IO (cached in a window)
     follow_children: bool = True  # record forked children and exec'd images (recording.py)
     # Where copies of the target's modules are (--symbols; a phone's libraries): their debug
     # information says which arguments are C strings, captured with the detail lane.

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.writer import SessionWriter
 
-from .detail_io import go_direct_policy
+from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain
 from .ending import TargetEnd
@@ -167,6 +167,9 @@ class Pipeline:
         self.writer = SessionWriter(o.output, pid, arch=ARCH_CODES[facts["arch"]], os_id=os_id,
                                     clock_type=facts["clockType"], started=started,
                                     detail_go_direct=go_direct_policy(o.detail_io),
+                                    # a window's index events are patched with their links
+                                    index_go_direct=None if o.detail == "window"
+                                    else go_direct_policy(o.index_io),
                                     session_dir=place.session_dir,
                                     process_dir=place.process_dir)
         self.sink: DetailSink | None = None

@@ -1,12 +1,14 @@
-"""--detail-io: when a thread's detail.atf leaves the page cache for O_DIRECT writes.
+"""--detail-io and --index-io: when a thread's detail.atf or index.atf leaves the page cache
+for O_DIRECT writes.
 
-Why: `ada trace --detail` writes about 1 GB/s. The page cache takes that at memory speed until
-the kernel's dirty limits, then the kernel throttles the writer to the speed of its writeback,
-which can be far below what the disk takes directly (on the development VM 0.3 GB/s buffered
-against 1.4 GB/s with O_DIRECT). Below those limits buffered writes are the cheaper ones (the
-disk work happens after the recording), so under `auto` a lane writes through the page cache
-until it is big enough to matter and the kernel has started writing back, then switches to
-the atf writer's O_DIRECT stream (ada.atf.direct) for the rest of the file.
+Why: `ada trace --detail` writes about 1 GB/s, and the index lane of a hot function over 1 GB/s
+too (32 bytes an event). The page cache takes that at memory speed until the kernel's dirty
+limits, then the kernel throttles the writer to the speed of its writeback, which can be far
+below what the disk takes directly (on the development VM 0.25-0.3 GB/s buffered against
+1.3-1.4 GB/s with O_DIRECT). Below those limits buffered writes are the cheaper ones (the disk
+work happens after the recording), so under `auto` a lane writes through the page cache until
+it is big enough to matter and the kernel has started writing back, then switches to the atf
+writer's O_DIRECT stream (ada.atf.direct) for the rest of the file.
 
 The writer asks the policy's callable with the bytes the lane has written so far (at its first
 append, then every 32 MiB); the first True switches the lane.
@@ -21,15 +23,16 @@ VMSTAT = Path("/proc/vmstat")
 MIN_DIRECT_LANE = 32 << 20  # below this a lane stays in the page cache under auto
 
 
-def go_direct_policy(detail_io: str) -> Callable[[int], bool] | None:
-    """The writer's go_direct callable for a --detail-io value (None: never leave the cache)."""
-    if detail_io == "auto":
+def go_direct_policy(choice: str) -> Callable[[int], bool] | None:
+    """The writer's go_direct callable for a --detail-io or --index-io value (None: never leave
+    the cache)."""
+    if choice == "auto":
         return worth_going_direct
-    if detail_io == "direct":
+    if choice == "direct":
         return lambda lane_bytes: True
-    if detail_io == "cached":
+    if choice == "cached":
         return None
-    raise ValueError(f"unknown --detail-io {detail_io!r}")
+    raise ValueError(f"unknown lane io {choice!r}")
 
 
 def worth_going_direct(lane_bytes: int) -> bool:
