@@ -37,6 +37,7 @@ class AdaAgent {
     this.live = false;           /* initial hooks in: modules that load now are hooked as they load */
     this.hookedAddresses = new Map();  /* address string -> function id, for the hot path's table */
     this.codeOwners = new Map();  /* hooked code (after thunks) -> 'module!name' hooked there */
+    this.interceptorHeads = [];  /* {at, size, bytes}: the Interceptor's hooks, as they were */
     this.triggerCount = 0;
     this.hooked = false;
     this.config = null;

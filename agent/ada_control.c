@@ -259,6 +259,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_tls_offset", ADA_OFFSET (AdaState, tls_offset));
   ADA_LAYOUT ("agent.stubs_save_vectors", ADA_STUBS_SAVE_VECTORS);
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
+  ADA_LAYOUT ("agent.thread_tid", ADA_OFFSET (ThreadState, tid));
   ADA_LAYOUT ("agent.inline_stack_entries", ADA_OFFSET (InlineStack, entries));
   ADA_LAYOUT ("agent.sizeof_inline_entry", sizeof (InlineEntry));
 #ifdef ADA_INLINE_AVAILABLE

@@ -198,6 +198,7 @@ const AgentEnding = {
       this.observer = undefined;
     }
     if (this.hooked) {
+      this._putBackInterceptorHeads();
       Interceptor.detachAll();
       Interceptor.flush();
       if (this.inline !== null)

@@ -215,10 +215,12 @@ const AgentHooking = {
     const reasons = this.inline === null ? candidates.map(() => '')
       : this.inline.hookAll(candidates.map(item), { trap: trapAll });
     const refused = [];  /* {i, reason, error}: neither the jumps nor the Interceptor took it */
+    const heads = [];    /* {at, before}: code the Interceptor is about to change */
     candidates.forEach((i, k) => {
       const f = functions[i];
       try {
         if (reasons[k] !== null) {
+          heads.push({ at: code[i], before: readCode(code[i]) });
           Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
           if (this.inline !== null)
             fallbacks.push({ name: f.name, module: f.module, address: f.address, reason: reasons[k] });
@@ -260,6 +262,8 @@ const AgentHooking = {
     const onTrigger = { onEnter: this.cm.ada_on_trigger };
     for (const t of triggers) {
       try {
+        const at = this._resolveRedirects(ptr(t.address));
+        heads.push({ at, before: readCode(at) });
         Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId));
       } catch (e) {
         failures.push({ name: t.name, module: t.module, address: t.address, error: e.message,
@@ -267,6 +271,7 @@ const AgentHooking = {
       }
     }
     Interceptor.flush();
+    this._noteInterceptorHeads(heads);
     return { hooked, failures, fallbacks, aliases, breakpoints };
   },
 
@@ -372,6 +377,50 @@ const AgentHooking = {
       return;
     send({ type: MESSAGES.moduleUnloaded, path: module.path, base: module.base.toString(),
            removedNs: this._clockNs() });
+  },
+
+  /* What the Interceptor changed at each place (see _putBackInterceptorHeads): the bytes
+   * from the first changed to the last, as they were. */
+  _noteInterceptorHeads(heads) {
+    for (const { at, before } of heads) {
+      const now = readCode(at);
+      if (before === null || now === null)
+        continue;
+      let first = 0, last = Math.min(before.length, now.length) - 1;
+      while (first <= last && before[first] === now[first])
+        first++;
+      while (last >= first && before[last] === now[last])
+        last--;
+      if (first <= last)
+        this.interceptorHeads.push({ at: at.add(first), size: last - first + 1,
+                                     bytes: before.slice(first, last + 1) });
+    }
+  },
+
+  /*
+   * Before the Interceptor lets go. As it puts a function back, Frida frees the function's
+   * trampoline at once when no thread is counted inside it (guminterceptor.c,
+   * gum_interceptor_transaction_end); a thread is counted only once the trampoline's code
+   * has run a little way. A thread that took the jump in the function's first bytes and
+   * was preempted before it was counted then ran freed memory: a program recorded while
+   * it kept running crashed now and then as ada left (SIGSEGV, execute of an address just
+   * unmapped, or a read of a freed context). So ada puts the first bytes back itself
+   * first, lets every thread that may be between the jump and the count run on (see
+   * letThreadsPass; a thread that has made a hooked call is registered, with its tid; one
+   * whose very first hooked call is in those instructions is not waited for), and only
+   * then lets the Interceptor go (it writes the same bytes again, and frees what no thread
+   * is in). Code the Interceptor had hooked already (Frida's own hooks, on readdir for
+   * one) shows no change and stays: Frida's hook keeps its trampoline.
+   */
+  _putBackInterceptorHeads() {
+    const heads = this.interceptorHeads.splice(0);
+    if (heads.length === 0)
+      return;
+    patchMany(heads, (mem, h) => putCodeBytes(mem, h.at, h.bytes));
+    const L = this.layout, tids = [];
+    for (let slot = 0; slot < this._registered(); slot++)
+      tids.push(this.threads.add(slot * L['agent.sizeof_thread_state'] + L['agent.thread_tid']).readU32());
+    letThreadsPass(tids, 250);
   },
 
   /*

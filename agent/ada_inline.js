@@ -19,47 +19,6 @@ const INLINE_PAGE_RW = 3;
 const INLINE_ARENA_BYTES = 256 * 1024;
 
 /*
- * The process's mappings, [start, end) each, in address order. Frida hides its own memory
- * from Process.enumerateRanges, so on Linux this reads /proc/self/maps; elsewhere none.
- */
-function readMappings() {
-  let maps;
-  try {
-    maps = File.readAllText('/proc/self/maps');
-  } catch (e) {
-    return [];
-  }
-  const result = [];
-  for (const line of maps.split('\n')) {
-    const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
-    if (m !== null)
-      result.push([ptr('0x' + m[1]), ptr('0x' + m[2])]);
-  }
-  return result;
-}
-
-/* The index in `mappings` (readMappings) of the one that holds `address`, or -1. */
-function mappingIndex(mappings, address) {
-  let lo = 0, hi = mappings.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (address.compare(mappings[mid][1]) >= 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < mappings.length && address.compare(mappings[lo][0]) >= 0 ? lo : -1;
-}
-
-/* [start, end) of the mapping that holds `address` (null: none known; then ada's own calls
- * into hooked functions are counted with the skipped ones). */
-function mappingOf(address) {
-  const mappings = readMappings();
-  const i = mappingIndex(mappings, address);
-  return i < 0 ? null : mappings[i];
-}
-
-/*
  * ada's own code and Frida's agent, whose calls into hooked functions are not the program's
  * (ada_own_call): their mappings into AdaState, for either engine.
  */
@@ -72,70 +31,6 @@ function writeOwnCode(cm, layout, state) {
     state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
     state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
   });
-}
-
-/*
- * Write code at many places with few Memory.patchCode calls (each one reads the process's
- * mappings and changes page protections: about a millisecond): places within one mapping
- * share a call. items: {at, size, ...}; write(mem, item) writes item's bytes at mem (where
- * item.at is writable); an error it throws goes to item.error, and the others are written.
- */
-function patchMany(items, write) {
-  const mappings = readMappings();
-  const sorted = [...items].sort((a, b) => a.at.compare(b.at));
-  let i = 0;
-  while (i < sorted.length) {
-    const where = mappingIndex(mappings, sorted[i].at);
-    let j = i + 1;
-    let end = sorted[i].at.add(sorted[i].size);
-    while (j < sorted.length && where >= 0 && mappingIndex(mappings, sorted[j].at) === where &&
-           sorted[j].at.add(sorted[j].size).compare(mappings[where][1]) <= 0) {
-      const e = sorted[j].at.add(sorted[j].size);
-      if (e.compare(end) > 0)
-        end = e;
-      j++;
-    }
-    const group = sorted.slice(i, j), start = sorted[i].at;
-    Memory.patchCode(start, end.sub(start).toUInt32(), mem => {
-      for (const item of group) {
-        try {
-          write(mem.add(item.at.sub(start)), item);
-        } catch (e) {
-          item.error = e.message;
-        }
-      }
-    });
-    i = j;
-  }
-}
-
-/*
- * The ids of Frida's own threads (it cloaks them: Cloak.hasThread) among the process's, read
- * from /proc/self/task (on Linux; elsewhere none). A thread's first hooked call usually
- * tells a Frida thread by its return address (ada_own_call); one that comes through libc
- * called by Frida does not: the hot path checks this list then (ada_frida_thread).
- */
-function fridaThreadIds(max) {
-  const ids = [];
-  let opendir, readdir, closedir;
-  try {
-    opendir = new NativeFunction(Module.getGlobalExportByName('opendir'), 'pointer', ['pointer']);
-    readdir = new NativeFunction(Module.getGlobalExportByName('readdir'), 'pointer', ['pointer']);
-    closedir = new NativeFunction(Module.getGlobalExportByName('closedir'), 'int', ['pointer']);
-  } catch (e) {
-    return ids;
-  }
-  const dir = opendir(Memory.allocUtf8String('/proc/self/task'));
-  if (dir.isNull())
-    return ids;
-  const NAME = 19;  /* offsetof(struct dirent, d_name) on 64-bit Linux, glibc and bionic */
-  for (let entry = readdir(dir); !entry.isNull() && ids.length < max; entry = readdir(dir)) {
-    const tid = parseInt(entry.add(NAME).readUtf8String(), 10);
-    if (tid > 0 && Cloak.hasThread(tid))
-      ids.push(tid);
-  }
-  closedir(dir);
-  return ids;
 }
 
 class InlineHooks {

@@ -424,23 +424,13 @@ class InlineHooksX64 extends InlineHooks {
 
   /*
    * The bytes at `target` (a jump, or the original bytes back), written at mem (where
-   * target is writable). The rest of the relocated instructions stay as they were (a
-   * thread that entered before, and is past the first bytes, runs them as it would have).
-   * When the bytes lie in one aligned 8-byte word (a function starts 16-byte aligned
-   * without an endbr64), one 8-byte store writes them: a thread executing the function
-   * meanwhile sees the old bytes or the new, never half of each. Otherwise the bytes are
-   * written one after another, as Frida's Interceptor does.
+   * target is writable), in one store where they fit an aligned word (putCodeBytes: a
+   * function starts 16-byte aligned without an endbr64). The rest of the relocated
+   * instructions stay as they were (a thread that entered before, and is past the first
+   * bytes, runs them as it would have).
    */
   _putHead(mem, target, head) {
-    const offset = target.and(7).toInt32();
-    if (offset <= 8 - head.byteLength) {
-      const word = mem.sub(offset);
-      const bytes = new Uint8Array(word.readByteArray(8));
-      bytes.set(new Uint8Array(head), offset);
-      word.writeU64(uint64(new DataView(bytes.buffer).getBigUint64(0, true).toString()));
-    } else {
-      mem.writeByteArray(head);
-    }
+    putCodeBytes(mem, target, head);
   }
 
   /*

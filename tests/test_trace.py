@@ -132,6 +132,31 @@ def test_a_running_program_recorded_twice(tmp_path, target_bin, engine):
         assert s.manifest.document["drops"]["index"] == 0
 
 
+def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
+    """Frida's Interceptor frees a function's trampoline as it puts the function back, and a
+    thread that has taken the jump into it but was preempted before the trampoline counted it
+    then runs freed memory. Four recordings of a program whose two threads call work() in
+    a tight loop, each ending while they run. Before ada put the first bytes back itself and
+    let the threads run on, this failed about one run in two here: a race, caught often, not
+    always."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate, "2"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc) == "spinning\n"
+        for k in range(4):
+            s = trace(tmp_path / str(k), "--hook-engine", "frida", "-p", proc.pid,
+                      "-i", "inline_cases!work", "--duration", "0.5")[0]
+            assert s.manifest.document["end"]["crash"] is None
+            assert proc.poll() is None, f"the program died as recording {k + 1} ended"
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+        assert int(proc.stdout.read().split()[1]) > 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_depth_with_recursion_and_longjmp(tmp_path, target_bin, engine):
     s, _ = trace(tmp_path, *engine,
                  "-f", target_bin("depth"), "-i", "depth!fact", "-i", "depth!jumper",

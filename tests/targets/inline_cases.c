@@ -8,8 +8,9 @@
  *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
  *                 (ada leaves meanwhile, with a call open); main calls work() every ms
  *                 until then; prints "ok" after
- *   spin GATE     two threads call work() in a tight loop until the file GATE exists (ada
- *                 patches work() while they run it); prints "spinning", then "calls <n>"
+ *   spin GATE [T] T threads (2; at most 16) call work() in a tight loop until the file
+ *                 GATE exists (ada patches work() while they run it, and puts it back);
+ *                 prints "spinning", then "calls <n>"
  * Every function is noinline and exported (-rdynamic). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -108,14 +109,14 @@ static void *parked(void *arg)  /* inside park() most of the time, in calls ada 
   return NULL;
 }
 
-static volatile long spun[2];
+static volatile long spun[16];
 
 static void *spin(void *arg)
 {
   volatile long *count = arg;
   while (access(gate, F_OK) != 0)
     for (int i = 0; i < 10000; i++)
-      *count += work(i) & 1;
+      *count += 1 + (work(i) & 0);
   return NULL;
 }
 
@@ -184,14 +185,20 @@ int main(int argc, char **argv)
     printf("ok\n");
   } else if (strcmp(how, "spin") == 0) {
     gate = argv[2];
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++)
+    int threads = argc > 3 ? atoi(argv[3]) : 2;
+    long calls = 0;
+    pthread_t t[16];
+    if (threads < 1 || threads > 16)
+      return 2;
+    for (int i = 0; i < threads; i++)
       pthread_create(&t[i], NULL, spin, (void *) &spun[i]);
     printf("spinning\n");
     fflush(stdout);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < threads; i++) {
       pthread_join(t[i], NULL);
-    printf("calls %ld\n", spun[0] + spun[1]);
+      calls += spun[i];
+    }
+    printf("calls %ld\n", calls);
   } else if (strcmp(how, "thunk") == 0) {
     for (long i = 0; i < n; i++)
       thunk(i);
