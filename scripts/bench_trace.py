@@ -2,7 +2,7 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-[--attach-only] [--breakpoint-only] [--depth-only]
+[--attach-only] [--breakpoint-only] [--depth-only] [--long-only]
 First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
 a program that exits at once). Then the hook engines side by side, one and two threads:
 uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
@@ -10,7 +10,8 @@ with apt-get when run as root; said when it cannot be); Frida's empty CModule ho
 with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
 >= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then what a breakpoint hook (the
 inline engine's last resort, for functions no jump fits) costs a call, and (--depth-only) what
-a hooked call costs the returns above it. Then, for one thread calling small() in
+a hooked call costs the returns above it, and (--long-only) the long run with index.atf through
+the page cache against the default --index-io policy. Then, for one thread calling small() in
 a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
   sets); the rate under `ada trace` (index lane) with events lost; a long run (>= 30 s) to show
@@ -404,6 +405,25 @@ def compare_attach(tmp: Path, rounds: int) -> None:
               f"(target: <= 1.0x)")
 
 
+def compare_index_io(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
+    """The long run with index.atf written through the page cache, and by the default policy
+    (straight to the disk once writeback throttles): a recording that outlasts the page
+    cache's room runs at what the drain's writes take."""
+    print(f"long run, {calls:,} calls of small(), {rounds} interleaved rounds")
+    rates: dict[str, list[float]] = {"cached": [], "auto": []}
+    for k in range(rounds):
+        for policy in rates:
+            r = ada(exe, calls, tmp / "t", extra=("--index-io", policy))
+            rates[policy].append(r.rate)
+            print(f"  round {k + 1}: --index-io {policy:6}: {r.seconds:5.1f} s at "
+                  f"{r.rate / 1e6:6.2f} M calls/s; the target waited {r.wait_ms:,.0f} ms for "
+                  f"the drain; events expected {r.expected:,}, lost {r.lost:,}")
+    med = {p: sorted(v)[len(v) // 2] for p, v in rates.items()}
+    for p, v in med.items():
+        print(f"  --index-io {p:6}: median {v / 1e6:6.2f} M calls/s")
+    print(f"  auto / cached: {med['auto'] / med['cached']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20_000_000, help="calls per run (default 20M)")
@@ -424,6 +444,9 @@ def main() -> None:
                     "a call")
     ap.add_argument("--depth-only", action="store_true",
                     help="only what a hooked call costs the returns above it (depth 0 and 8)")
+    ap.add_argument("--long-only", action="store_true",
+                    help="only the long run, index.atf through the page cache and by the "
+                    "default policy (--index-io cached, auto), interleaved")
     ap.add_argument("--depth-calls", type=int, default=3_000_000,
                     help="calls per run of the depth comparison (default 3M)")
     ap.add_argument("--breakpoint-calls", type=int, default=2_000_000,
@@ -436,6 +459,9 @@ def main() -> None:
             return
         if args.depth_only:
             compare_depth(build(tmp), args.depth_calls, tmp, args.rounds)
+            return
+        if args.long_only:
+            compare_index_io(build(tmp), args.long_calls, tmp, args.rounds)
             return
         if not args.engines_only:
             compare_attach(tmp, args.rounds)
