@@ -7,6 +7,7 @@ others) run the same parts behind a real agent in real processes.
 """
 
 import datetime as dt
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,6 +109,35 @@ def test_a_full_ring_makes_the_producer_wait_until_the_drain_passes(tmp_path):
     s = finish(drain, writer)
     assert len(s.threads[0].index) == 17
 
+
+
+def test_the_heartbeat_goes_on_while_a_drain_write_blocks(tmp_path, monkeypatch):
+    """A thread waiting for room trusts the drain for stall_s after its last beat; a write
+    that blocks longer (a slow disk; /tmp over 9p in the emulated arm64 machine) must not
+    make a running drain look gone, or the waiting threads count their events as dropped."""
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    drain, writer = new_drain(tmp_path, agent)
+    blocked, release = threading.Event(), threading.Event()
+    append_index = ThreadWriter.append_index
+
+    def slow_append(self, events):
+        blocked.set()
+        release.wait(10)
+        return append_index(self, events)
+
+    monkeypatch.setattr(ThreadWriter, "append_index", slow_append)
+    agent.emit(slot, index_events(4, tid=501, first_ts=1000))
+    drain.start()
+    try:
+        assert blocked.wait(10)
+        before = agent.reader.header("heartbeat_ns")
+        time.sleep(0.6)
+        assert agent.reader.header("heartbeat_ns") - before >= 300_000_000
+    finally:
+        release.set()
+    s = finish(drain, writer)
+    assert len(s.threads[0].index) == 4
 
 def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     agent = FakeAgent(GEOMETRY)
