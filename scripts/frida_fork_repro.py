@@ -1,0 +1,120 @@
+"""Frida alone (no ada): a process whose forked children Frida holds (child gating), each let
+go as ada lets one go, until one hangs. Shows that the fork crash ada steps around (recorder.py,
+_hold_children) is Frida's own.
+
+    python scripts/frida_fork_repro.py [--runs 40] [--children 60] [--mode attach|resume]
+
+Each run spawns tests/targets/forks.c (built here with gcc) as `forks 500 CHILDREN serial`:
+it forks its children one after another and waits for each. Frida holds each child at its
+fork; `attach` opens a session on the child, resumes it and closes the session half a second
+later (what ada's held.py does); `resume` only resumes it. A run that has not ended after 30 s
+is a hang: the script prints the held child's state (with `attach`, typically stopped by
+Frida's ptrace after a fault inside Frida's agent, three of its threads spinning) and exits 1.
+Measured 2026-11-26 with frida 17.26.2: `attach` hung in runs 3, 4 and 2 of three tries (the
+child stopped by ptrace, its main thread faulted in Frida's allocator inside fork()'s hook);
+`resume` hung too (the child waiting in fork(), as held.py describes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import frida
+
+ROOT = Path(__file__).resolve().parents[1]
+HANG_S = 30
+
+
+def child_state(parent: int) -> str:
+    """One line per child of `parent`: pid, state, tracer, and each thread's state."""
+    lines = []
+    for child in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True,
+                                text=True).stdout.split():
+        status = dict(line.split(":\t", 1) for line in
+                      Path(f"/proc/{child}/status").read_text().splitlines() if ":\t" in line)
+        threads = [Path(t, "stat").read_text().split()[2]
+                   for t in sorted(Path(f"/proc/{child}/task").iterdir())]
+        lines.append(f"child {child}: {status.get('State')}, traced by {status.get('TracerPid')},"
+                     f" threads {' '.join(threads)}")
+    return "\n".join(lines) or "(no child)"
+
+
+def one_run(device: frida.core.Device, exe: str, children: int, mode: str) -> bool:
+    """True if the run ended; False (after HANG_S) if it hung."""
+    held: queue.Queue = queue.Queue()
+    done = threading.Event()
+
+    def on_child(child):
+        held.put(child)
+
+    device.on("child-added", on_child)
+    pid = device.spawn(exe, argv=[exe, "500", str(children), "serial"], stdio="pipe")
+    session = device.attach(pid)
+    session.on("detached", lambda *_: done.set())
+    session.enable_child_gating()
+    script = session.create_script(
+        "Interceptor.attach(Process.getModuleByName('forks').getExportByName('work'), "
+        "{ onEnter() {} });")
+    script.load()
+    device.resume(pid)
+    opened: list[tuple[float, frida.core.Session]] = []
+    started = time.monotonic()
+    try:
+        while not done.is_set():
+            try:
+                child = held.get(timeout=0.05)
+                child_session = None
+                if mode == "attach":
+                    try:
+                        child_session = device.attach(child.pid)
+                    except frida.ProcessNotFoundError:
+                        pass
+                try:
+                    device.resume(child.pid)
+                except (frida.ProcessNotFoundError, frida.InvalidOperationError):
+                    pass
+                if child_session is not None:
+                    opened.append((time.monotonic(), child_session))
+            except queue.Empty:
+                pass
+            for entry in [e for e in opened if time.monotonic() - e[0] > 0.5]:
+                entry[1].detach()
+                opened.remove(entry)
+            if time.monotonic() - started > HANG_S:
+                print(f"hang: parent {pid}\n{child_state(pid)}", flush=True)
+                return False
+        return True
+    finally:
+        device.off("child-added", on_child)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--children", type=int, default=60)
+    parser.add_argument("--mode", choices=("attach", "resume"), default="attach")
+    args = parser.parse_args()
+    exe = Path(tempfile.mkdtemp(prefix="ada-fork-repro-")) / "forks"
+    subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-o", str(exe),
+                    str(ROOT / "tests" / "targets" / "forks.c")], check=True)
+    device = frida.get_local_device()
+    for run in range(1, args.runs + 1):
+        if not one_run(device, str(exe), args.children, args.mode):
+            print(f"hung in run {run} of {args.runs} ({args.children} children a run, "
+                  f"mode {args.mode}, frida {frida.__version__})")
+            os._exit(1)  # the hung processes stay, for a look (kill them after)
+        print(f"run {run}: {args.children} children, no hang", flush=True)
+    print(f"no hang in {args.runs} runs (frida {frida.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
