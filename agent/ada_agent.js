@@ -22,6 +22,7 @@ class AdaAgent {
   constructor() {
     this.cm = null;
     this.here = null;        /* see hereFlag: reads 0 in a forked child's copy of this script */
+    this.stateAddress = null;  /* the hot path's AdaState (ada_layout.h) */
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
     this.region = null;
     this.regionFd = -1;      /* the shared memory (memfd or file), open while the process lives */
@@ -60,7 +61,7 @@ class AdaAgent {
       indexRingsOffset: Number(config.indexRingsOffset),
       detailRingsOffset: Number(config.detailRingsOffset),
     });
-    const state = Memory.alloc(AGENT_STATE_BYTES);
+    const state = this.stateAddress = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
     const compiled = compileHotPath(plat.defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
@@ -76,7 +77,8 @@ class AdaAgent {
     state.add(L['agent.state_threads']).writePointer(threads);
     state.add(L['agent.state_region_fd']).writeS32(this.regionFd);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
-    this.here = hereFlag(plat.anonMapFlags);
+    const here = hereFlag(plat.anonMapFlags);
+    this.here = here.page;
     state.add(L['agent.state_here']).writePointer(this.here);
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
@@ -98,6 +100,7 @@ class AdaAgent {
       clockSource: ticks ? 'tsc' : 'os',
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
+      wipesOnFork: here.wipesOnFork,
       tlsDirect: state.add(L['agent.state_tls_offset']).readU64().toNumber() !== 0,
       region: this.regionKind, regionFd: this.regionFd, regionWhy: this.regionWhy,
       hookEngine: engine.name,
@@ -118,6 +121,7 @@ rpc.exports = {
   init: config => agent.init(config),
   resolve: (selection, triggers) => agent.resolve(selection, triggers),
   hook: () => agent.hook(),
+  watchForksAndExec: () => agent.watchForksAndExec(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
   clockAnchor: () => agent.clockAnchor(),

@@ -176,6 +176,8 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("region.slots_offset", ADA_SLOTS_OFFSET);
   ADA_LAYOUT ("region.triggers_offset", ADA_TRIGGER_OFFSET);
   ADA_LAYOUT ("region.trigger_slots", ADA_TRIGGER_SLOTS);
+  ADA_LAYOUT ("region.forks_offset", ADA_FORKS_OFFSET);
+  ADA_LAYOUT ("region.fork_slots", ADA_FORK_SLOTS);
   ADA_LAYOUT ("const.slot_active", ADA_SLOT_ACTIVE);
   ADA_LAYOUT ("const.slot_ended", ADA_SLOT_ENDED);
   ADA_LAYOUT ("const.slot_free", ADA_SLOT_FREE);
@@ -216,6 +218,8 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (terminate_fid);
   ADA_HEADER (skipped_events);
   ADA_HEADER (trap_calls);
+  ADA_HEADER (forks);
+  ADA_HEADER (exec_pending);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);
@@ -257,6 +261,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
   ADA_LAYOUT ("agent.state_tls_offset", ADA_OFFSET (AdaState, tls_offset));
+  ADA_LAYOUT ("agent.state_on_exit", ADA_OFFSET (AdaState, on_exit));
   ADA_LAYOUT ("agent.stubs_save_vectors", ADA_STUBS_SAVE_VECTORS);
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.thread_tid", ADA_OFFSET (ThreadState, tid));

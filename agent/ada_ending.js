@@ -104,6 +104,11 @@ const AgentEnding = {
    * those apart), so the first of these calls hands them over if nobody has.
    */
   _attachExitHooks() {
+    if (this.onExitCallback === undefined) {
+      this.onExitCallback = new NativeCallback(status => this._onExitCall(status), 'void', ['int']);
+      this.stateAddress.add(this.layout['agent.state_on_exit']).writePointer(this.onExitCallback);
+    }
+    const onExit = { onEnter: this.cm.ada_on_exit };  /* C: a forked child stays out of here */
     const seen = new Set();
     for (const name of ['exit', '_exit']) {
       const address = Module.findGlobalExportByName(name);
@@ -111,7 +116,7 @@ const AgentEnding = {
         continue;
       seen.add(address.toString());
       try {
-        Interceptor.attach(address, { onEnter: args => this._onExitCall(args[0].toInt32()) });
+        Interceptor.attach(address, onExit);
       } catch (e) {
       }
     }

@@ -343,6 +343,22 @@ const AgentHooking = {
   },
 
   /*
+   * fork() and execve(), in a process Frida does not hold at either (recorder.py,
+   * _hold_children): ada_on_fork keeps the children's pids for the manifest, and
+   * ada_on_exec_enter tells the host that the process's end is an exec.
+   */
+  watchForksAndExec() {
+    const hooks = [['fork', { onLeave: this.cm.ada_on_fork }],
+                   ['execve', { onEnter: this.cm.ada_on_exec_enter,
+                                onLeave: this.cm.ada_on_exec_leave }]];
+    for (const [name, callbacks] of hooks) {
+      const address = Module.findGlobalExportByName(name);
+      if (address !== null)
+        Interceptor.attach(address, callbacks);
+    }
+  },
+
+  /*
    * std::terminate, where a C++ runtime defines it (ada_on_terminate says why); with the
    * inline engine, the unwinder's entry points and __cxa_begin_catch too (see
    * ada_inline_unwinding in ada_inline.c: an exception unwinds through hooked calls).

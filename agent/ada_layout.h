@@ -144,6 +144,8 @@ extern int pthread_key_delete (gsize key);
 #define ADA_DETAIL_MAX_STRINGS (8 * (2 + ADA_MAX_STRING))
 #define ADA_TRIGGER_OFFSET 1024
 #define ADA_TRIGGER_SLOTS 64
+#define ADA_FORKS_OFFSET 3072       /* the pids of children forked, in the header page */
+#define ADA_FORK_SLOTS 256
 
 typedef struct
 {
@@ -182,6 +184,9 @@ typedef struct
   guint64 terminate_fid;      /* ... the innermost of them */
   guint64 skipped_events;     /* inline engine: events of hooked calls it could not record */
   guint64 trap_calls;         /* inline engine: calls that came through a breakpoint hook */
+  guint32 forks;              /* children forked (their pids at ADA_FORKS_OFFSET, the first
+                               * ADA_FORK_SLOTS): see ada_on_fork */
+  guint32 exec_pending;       /* 1 from execve's entry until it fails: see ada_on_exec_enter */
 } RegionHeader;
 
 typedef struct
@@ -349,6 +354,7 @@ typedef struct
   guint64 tls_offset;         /* tls_key's value from the thread pointer; 0: ask pthread (see
                                * ada_tls_get) */
   guint64 tls_seq;            /* the key's seq beside it, while the key is ours */
+  void (* on_exit) (gint status);  /* the agent's exit handler (JavaScript): see ada_on_exit */
 } AdaState;
 
 extern AdaState ada_state;

@@ -76,6 +76,7 @@ function hotPathDefines(platform, arch, facts) {
   if (facts.tsc)
     defines.push('#define ADA_CLOCK_TSC 1');
   defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
+  defines.push(`#define ADA_PID_SYSCALL ${arch === 'x64' ? 39 : 172}`);
   defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
   defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
@@ -126,7 +127,9 @@ function mapAnonymous(size, flags) {
 /*
  * The hot path's "this is the process ada was loaded into" flag (ADA_FORKED in
  * ada_layout.h): 1 in a private page, never unmapped, that Linux empties in a forked child
- * (MADV_WIPEONFORK, 4.14+). Where that cannot be had, the flag stays 1 in a child too.
+ * (MADV_WIPEONFORK, 4.14+). Where that cannot be had, the flag stays 1 in a child too:
+ * `wipesOnFork` says which, and the host holds children at their fork only where it is false
+ * or where it follows them (recorder.py).
  */
 function hereFlag(mapFlags) {
   const page = mapAnonymous(Process.pageSize, mapFlags);
@@ -134,10 +137,11 @@ function hereFlag(mapFlags) {
     throw new Error('cannot map a page for the hot path');
   page.writeU32(1);
   const madvise = Module.findGlobalExportByName('madvise');
+  let wipesOnFork = false;
   if (Process.platform === 'linux' && madvise !== null)
-    new NativeFunction(madvise, 'int', ['pointer', 'size_t', 'int'])(page, Process.pageSize,
-                                                                      18 /* MADV_WIPEONFORK */);
-  return page;
+    wipesOnFork = new NativeFunction(madvise, 'int', ['pointer', 'size_t', 'int'])(
+        page, Process.pageSize, 18 /* MADV_WIPEONFORK */) === 0;
+  return { page, wipesOnFork };
 }
 
 /*

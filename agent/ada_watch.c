@@ -1,7 +1,9 @@
 /*
  * ada_watch.c: callbacks on functions ada watches rather than records, with either engine:
  * std::terminate (ada_on_terminate: which hooked call a C++ exception could not unwind
- * through) and the --trigger functions (ada_on_trigger: the flight recorder's trigger ring).
+ * through), the --trigger functions (ada_on_trigger: the flight recorder's trigger ring), and
+ * exit() and _exit() (ada_on_exit), and fork() and execve() where Frida does not hold
+ * children (ada_on_fork, ada_on_exec_enter).
  */
 
 /*
@@ -55,4 +57,73 @@ ada_on_trigger (GumInvocationContext * ic)
   e->function_id = (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize);
   e->tid = ada_os_thread_id ();
   g_atomic_int_add ((volatile gint *) &e->commit, (gint) (pos + 1 - e->commit));
+}
+
+/*
+ * exit() or _exit() was called: the agent's handler (JavaScript, AgentEnding._onExitCall)
+ * hands the rings over. Not in a forked child, which never enters JavaScript from here:
+ * a child Frida does not hold at its fork (recorder.py, _hold_children) has a copy of the
+ * script's engine whose lock another thread may have held at the fork, and it would wait
+ * for it for ever (1 child in about 600 did).
+ */
+void
+ada_on_exit (GumInvocationContext * ic)
+{
+  if (ADA_FORKED () || ada_state.on_exit == NULL)
+    return;
+  ada_state.on_exit ((gint) (gsize) gum_invocation_context_get_nth_argument (ic, 0));
+}
+
+/* Whether this is the process ada was loaded into: not a forked child (ADA_FORKED), nor a
+ * vfork child, which shares its parent's memory and so reads the parent's flag. */
+static gboolean
+ada_own_process (void)
+{
+  if (ADA_FORKED ())
+    return FALSE;
+#ifdef ADA_PID_SYSCALL
+  return (guint32) syscall (ADA_PID_SYSCALL) == ada_state.pid;
+#else
+  return TRUE;
+#endif
+}
+
+/*
+ * fork() returned. In the parent, the child's pid goes into the region for the host's
+ * manifest: a child Frida does not hold at its fork (recorder.py, _hold_children) is seen
+ * nowhere else. The first ADA_FORK_SLOTS are kept; `forks` counts them all.
+ */
+void
+ada_on_fork (GumInvocationContext * ic)
+{
+  RegionHeader * h = ada_state.region;
+  gssize pid = (gssize) gum_invocation_context_get_return_value (ic);
+  guint32 n;
+
+  if (pid <= 0 || !ada_own_process ())
+    return;
+  n = (guint32) g_atomic_int_add ((volatile gint *) &h->forks, 1);
+  if (n < ADA_FORK_SLOTS)
+    ((volatile guint32 *) ((guint8 *) h + ADA_FORKS_OFFSET))[n] = (guint32) pid;
+}
+
+/*
+ * execve() in a process Frida does not hold at its exec (see ada_on_fork): Frida then
+ * reports the new image as the process's end, and the host tells an exec from a kill by
+ * this flag. execve returns only when it failed, which clears it.
+ */
+void
+ada_on_exec_enter (GumInvocationContext * ic)
+{
+  (void) ic;
+  if (ada_own_process ())
+    *(volatile guint32 *) &ada_state.region->exec_pending = 1;
+}
+
+void
+ada_on_exec_leave (GumInvocationContext * ic)
+{
+  (void) ic;
+  if (ada_own_process ())
+    *(volatile guint32 *) &ada_state.region->exec_pending = 0;
 }

@@ -21,6 +21,7 @@ from ada.atf.records import walk_records
 from ada.atf.writer import SessionWriter, ThreadWriter
 from ada.tracer.errors import TracerError
 from ada.tracer.record import lane_io
+from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.drain import Drain
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
@@ -768,3 +769,21 @@ def test_the_agent_and_the_host_name_the_same_messages_each_once():
     for name in AGENT_SCRIPTS[1:]:
         spelled = re.findall(r"['\"]ada:[a-z-]+['\"]", (agent / name).read_text())
         assert not spelled, f"{name} spells {spelled}: use MESSAGES"
+
+
+def test_the_children_forked_read_from_the_region_keep_order_and_count_the_rest():
+    """ada_on_fork's side of the region: the first FORK_SLOTS pids in order, the rest only
+    counted (a fork still in flight, its pid not written yet, reads 0 and is left out)."""
+    agent = FakeAgent(GEOMETRY)
+    assert agent.reader.forked() == ([], 0)
+    pids = np.arange(1000, 1000 + R.FORK_SLOTS, dtype="<u4")
+    pids[7] = 0
+    agent.buf[R.FORKS_OFFSET:R.FORKS_OFFSET + 4 * R.FORK_SLOTS] = pids.view(np.uint8)
+    agent.set_header("forks", R.FORK_SLOTS + 44)
+    kept, forks = agent.reader.forked()
+    assert forks == R.FORK_SLOTS + 44
+    assert kept == [int(p) for p in pids if p] and len(kept) == R.FORK_SLOTS - 1
+    agent.set_header("forks", 3)
+    assert agent.reader.forked() == ([1000, 1001, 1002], 3)
+    assert R.FORKS_OFFSET >= R.TRIGGERS_OFFSET + R.TRIGGER_SLOTS * R.TRIGGER_ENTRY.itemsize
+    assert R.FORKS_OFFSET + 4 * R.FORK_SLOTS <= R.SLOTS_OFFSET

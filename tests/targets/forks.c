@@ -4,7 +4,8 @@
  * program as "forks K" (the new image calls work() K = M times and exits); "orphan" the
  * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
  * the parent forks M children one after another, each calling work() 10 times, waiting for
- * each before the next (those children print nothing). Each other process prints
+ * each before the next (those children print nothing); "selfexec" the parent makes its N
+ * calls and execs this program as "forks M" (no child). Each other process prints
  * "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,13 @@ int main(int argc, char **argv)
     }
     calls(n, 0);
     return 0;
+  }
+  if (strcmp(mode, "selfexec") == 0) {
+    char count[32];
+    calls(n, 0);
+    snprintf(count, sizeof count, "%ld", m);
+    execl(argv[0], argv[0], count, (char *) NULL);
+    return 127;
   }
   pid_t child = fork();
   if (child == 0) {

@@ -1,12 +1,16 @@
 """Letting a child that Frida holds at its fork run on untraced, without the hang Frida's own
 release can cause.
 
+Children ada does not follow are mostly not held at all (recorder.py, _hold_children): this
+is for those that are, the children of a recording that has stopped, and every child where
+the hot path cannot tell a child from its parent (no MADV_WIPEONFORK).
+
 Frida's host unloads its agent from a held child that it resumes with no session open, and it
 does so at once, as it answers the child's request to go on. That unload can overtake the
 child's recovery from its fork, which then never ends: the child waits in fork() forever
 (frida-core 17: host-session-service.vala's try_resume_child starts unload_and_destroy when no
 session is open; the agent's finish_recovery_from_fork is left waiting for its answer, and the
-agent's thread waits in _g_dbus_shutdown). Seen about 1 run in 15 with --no-follow-children.
+agent's thread waits in _g_dbus_shutdown). Seen about 1 run in 15 when ada held every child.
 So ada opens a session of its own on such a child before it resumes it, and closes it once
 the child has had time to recover (RECOVERY_S): the unload then finds a child that runs as usual.
 An exec'd image is not held this way (its agent is gone with the old image): it is only resumed.

@@ -86,6 +86,7 @@ class Recorder:
         self.spawned = False
         self.suspended = False  # spawned, or a child held at its fork or exec: resume in start()
         self.children: list[dict[str, Any]] = []  # seen at fork or exec (recording.py)
+        self.holds_children = False  # Frida holds children at fork (see _hold_children)
         self.frida_session: frida.core.Session | None = None  # "session" is the directory
         self.script: frida.core.Script | None = None
         self.space: RingSpace | None = None  # laid out as the agent loads
@@ -110,6 +111,9 @@ class Recorder:
 
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
+        if (reason == "process-terminated" and not self.holds_children
+                and self.pipeline is not None and self.pipeline.rings.header("exec_pending")):
+            reason = "process-replaced"  # Frida was not watching the exec: ada was
         self.request_stop(self.end.on_detached(reason, crash))
         self._detached_event.set()
 
@@ -197,11 +201,26 @@ class Recorder:
             self.pid = self.device.get_process(str(value)).pid
         self.frida_session = self.device.attach(self.pid)
         self.frida_session.on("detached", self._on_detached)
-        # Children are held at fork and exec, without the hooks (Frida drops them in the
-        # child): recording.py follows them or lets them go. Ungated, a child would run the
-        # hooks into this process's rings.
-        self.frida_session.enable_child_gating()
         self.on_attached(self.frida_session)
+
+    def _hold_children(self) -> None:
+        """Have Frida hold this process's children at their fork, and the process at its exec,
+        where ada follows them (recording.py), or where the hot path cannot tell a child from
+        this process: ungated, a child runs the parent's hooks, whose rings are shared memory.
+
+        Frida's recovery from a held fork is not reliable: its host re-creates the child's
+        agent thread through ptrace while the child runs, and about 1 child in a few hundred
+        then crashes inside Frida's allocator, stopped by that ptrace for ever (frida 17.26.2;
+        scripts/frida_fork_repro.py shows it without ada). So a child ada does not follow is
+        not held where the hot path knows it is in a child (wipesOnFork): it runs the
+        parent's hooks, which record nothing there, and Frida's fork machinery stays out."""
+        assert self.frida_session is not None and self.agent_info is not None
+        self.holds_children = self.options.follow_children or not self.agent_info.get("wipesOnFork")
+        if self.holds_children:
+            self.frida_session.enable_child_gating()
+        else:
+            assert self.script is not None
+            self.script.exports_sync.watch_forks_and_exec()
 
     def _load_agent(self) -> None:
         assert self.frida_session is not None
@@ -215,6 +234,7 @@ class Recorder:
             hot_path_source(), self.pid)
         self.transport = self.space.transport
         info = self.agent_info
+        self._hold_children()
         if info.get("clockAnchor"):
             self.clock_anchors.append(anchor(info["clockAnchor"], "start"))
         if info["toolchain"] == "external":
@@ -356,6 +376,8 @@ class Recorder:
                 self.stop_reason = f"error: {e}"
         self.undelivered = pipeline.undelivered(self.end, self.stop_reason)
         summaries = pipeline.summaries()
+        if not self.holds_children:
+            warnings.extend(self._forked_children(summaries.drain))
         lost, said = losses(summaries.drain, self.undelivered)
         warnings.extend(said + side_effects(summaries.drain, self.hooked.function_name,
                                             self.agent_info.get("hookEngine", "frida"),
@@ -370,6 +392,15 @@ class Recorder:
         pipeline.close()
         return RecordingResult(pipeline.path, self.pid, self.stop_reason, clean,
                                pipeline.events, len(self.hooked.functions), warnings)
+
+    def _forked_children(self, drain: dict[str, Any]) -> list[str]:
+        """The children this process forked, as the agent kept them (not held by Frida, they
+        reach recording.py's list no other way); a warning if there were more to keep."""
+        pids, forks = drain.get("forked", ([], 0))
+        self.children.extend({"pid": pid, "origin": "fork", "followed": False} for pid in pids)
+        if forks > len(pids):
+            return [f"{forks:,} children were forked: the manifest lists the first {len(pids)}"]
+        return []
 
     def _prepared(self) -> Pipeline:
         """The pipeline, for what runs after prepare() (it is built there)."""

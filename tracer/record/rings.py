@@ -49,8 +49,9 @@ REGION_HEADER = packed_dtype([
     ("clock_pair_ticks", "<u8", 152), ("clock_pair_ns", "<u8", 160),
     ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
     ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
-    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192), ("trap_calls", "<u8", 200)],
-    208)
+    ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192), ("trap_calls", "<u8", 200),
+    ("forks", "<u4", 208), ("exec_pending", "<u4", 212)],
+    216)
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
 SLOT_CONTROL = packed_dtype([
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
@@ -62,6 +63,7 @@ TRIGGER_ENTRY = packed_dtype([("timestamp_ns", "<u8", 0), ("function_id", "<u8",
                              ("tid", "<u4", 16), ("commit", "<u4", 20)], 32)
 SLOTS_OFFSET = 4096  # SlotControl[max_threads] follows the header page
 TRIGGERS_OFFSET, TRIGGER_SLOTS = 1024, 64  # TriggerEntry[64], in the header page
+FORKS_OFFSET, FORK_SLOTS = 3072, 256  # u32 pids of children forked (ada_on_fork), header page
 SLOT_SIZE = SLOT_CONTROL.itemsize
 # slot.state: a live thread holds the slot (ACTIVE); it has exited (ENDED: drain, then free it);
 # the host freed it (FREE: a later thread may claim it). 0: never used.
@@ -74,7 +76,8 @@ DETAIL_MODE_CODES = {"off": 0, "always": 1, "window": 2}  # header.detail_mode
 def _layout() -> dict[str, int]:
     """The names and values ada_layout() must report (agent-private entries, agent.*, aside)."""
     out = {"region.slots_offset": SLOTS_OFFSET, "region.triggers_offset": TRIGGERS_OFFSET,
-           "region.trigger_slots": TRIGGER_SLOTS, "const.slot_active": SLOT_ACTIVE,
+           "region.trigger_slots": TRIGGER_SLOTS, "region.forks_offset": FORKS_OFFSET,
+           "region.fork_slots": FORK_SLOTS, "const.slot_active": SLOT_ACTIVE,
            "const.slot_ended": SLOT_ENDED, "const.slot_free": SLOT_FREE,
            "const.policy_wait": POLICY_WAIT, "const.policy_drop": POLICY_DROP}
     out.update({f"const.detail_{mode}": code for mode, code in DETAIL_MODE_CODES.items()})
@@ -351,6 +354,13 @@ class RingReader:
 
     def set_detail_tail(self, slot: int, tail: int) -> None:
         self._slot64[slot, _SLOT_WORDS["detail_tail"][1]] = tail
+
+    def forked(self) -> tuple[list[int], int]:
+        """The pids of the children forked that the agent kept (the first FORK_SLOTS, in
+        order), and how many forks it counted in all (ada_on_fork)."""
+        n = self.header("forks")
+        pids = self.buf[FORKS_OFFSET:FORKS_OFFSET + 4 * min(n, FORK_SLOTS)].view("<u4")
+        return [int(p) for p in pids if p], n
 
     # --- triggers -----------------------------------------------------------------
 
