@@ -59,21 +59,6 @@ ada_on_trigger (GumInvocationContext * ic)
   g_atomic_int_add ((volatile gint *) &e->commit, (gint) (pos + 1 - e->commit));
 }
 
-/*
- * exit() or _exit() was called: the agent's handler (JavaScript, AgentEnding._onExitCall)
- * hands the rings over. Not in a forked child, which never enters JavaScript from here:
- * a child Frida does not hold at its fork (recorder.py, _hold_children) has a copy of the
- * script's engine whose lock another thread may have held at the fork, and it would wait
- * for it for ever (1 child in about 600 did).
- */
-void
-ada_on_exit (GumInvocationContext * ic)
-{
-  if (ADA_FORKED () || ada_state.on_exit == NULL)
-    return;
-  ada_state.on_exit ((gint) (gsize) gum_invocation_context_get_nth_argument (ic, 0));
-}
-
 /* Whether this is the process ada was loaded into: not a forked child (ADA_FORKED), nor a
  * vfork child, which shares its parent's memory and so reads the parent's flag. */
 static gboolean
@@ -86,6 +71,22 @@ ada_own_process (void)
 #else
   return TRUE;
 #endif
+}
+
+/*
+ * exit() or _exit() was called: the agent's handler (JavaScript, AgentEnding._onExitCall)
+ * hands the rings over. Not in a child, which never enters JavaScript from here: a forked
+ * child Frida does not hold (recorder.py, _hold_children) has a copy of the script's engine
+ * whose lock another thread may have held at the fork, and it would wait for it for ever
+ * (1 child in about 600 did); a vfork child's _exit after a failed exec is not the traced
+ * process's exit.
+ */
+void
+ada_on_exit (GumInvocationContext * ic)
+{
+  if (ada_state.on_exit == NULL || !ada_own_process ())
+    return;
+  ada_state.on_exit ((gint) (gsize) gum_invocation_context_get_nth_argument (ic, 0));
 }
 
 /*

@@ -705,6 +705,8 @@ def test_the_end_reason_follows_the_agent_s_last_words():
     assert end.undelivered(lambda heads: (0, 0), True, "target-killed") is None  # rpc: unknown
     assert end.undelivered(lambda heads: (0, 0), False, "target-killed") == (0, 0)  # shm
     assert end.on_detached("process-replaced", None) == "exec"
+    # Frida not holding the process at its exec reports it like a kill; ada's execve hook knew
+    assert end.on_detached("process-terminated", None, exec_pending=True) == "exec"
     assert end.on_detached("connection-terminated", None) == "detached: connection-terminated"
     crash = {"signal": "SIGSEGV", "type": "access-violation", "address": "0x1234",
              "threadId": 77, "memoryOperation": "write", "memoryAddress": "0x0"}

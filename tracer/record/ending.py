@@ -34,12 +34,16 @@ class TargetEnd:
     def on_exit_status(self, status: int) -> None:
         self.exit_status = int(status)
 
-    def on_detached(self, reason: str, frida_crash: Any) -> str:
-        """The stop reason for Frida's detach `reason` (and crash report, where it has one)."""
+    def on_detached(self, reason: str, frida_crash: Any, exec_pending: bool = False) -> str:
+        """The stop reason for Frida's detach `reason` (and crash report, where it has one).
+        `exec_pending`: ada's own execve hook saw the process enter execve (where Frida does
+        not hold it at its exec, Frida reports the new image as the process's end)."""
         if frida_crash is not None and self.crash is None:  # Darwin, Android
             self.crash = {"summary": getattr(frida_crash, "summary", str(frida_crash))}
         if self.crash is not None:
             return "target-crashed"
+        if reason == "process-terminated" and exec_pending:
+            return "exec"
         if reason == "process-terminated":
             # Without a handover the process neither called exit nor died of a fault the
             # agent saw: a signal it does not handle (SIGKILL, SIGTERM) or a raw exit syscall.

@@ -111,10 +111,8 @@ class Recorder:
 
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
-        if (reason == "process-terminated" and not self.holds_children
-                and self.pipeline is not None and self.pipeline.rings.header("exec_pending")):
-            reason = "process-replaced"  # Frida was not watching the exec: ada was
-        self.request_stop(self.end.on_detached(reason, crash))
+        exec_pending = self.pipeline is not None and bool(self.pipeline.rings.header("exec_pending"))
+        self.request_stop(self.end.on_detached(reason, crash, exec_pending))
         self._detached_event.set()
 
     def _on_message(self, message: dict, data: Any) -> None:
