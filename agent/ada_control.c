@@ -29,6 +29,7 @@ ada_init (guint32 pid)
   s->detail_mode = h->detail_capacity != 0 ? h->detail_mode : ADA_DETAIL_OFF;
   s->stack_bytes = MIN (h->stack_bytes, ADA_DETAIL_MAX_STACK);
   s->pid = pid;
+  ada_vectors_init ();
   ada_tls_find ();
   s->overflow.overflowed = 1;
   s->registering.overflowed = 1;

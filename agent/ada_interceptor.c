@@ -232,8 +232,8 @@ ada_on_enter (GumInvocationContext * ic)
       t->depth_extra++;
     }
     ada_ic_regs (ic, &r);
-    ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid, ADA_EVENT_CALL,
-        depth, ret);
+    ADA_FOREIGN (ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid,
+        ADA_EVENT_CALL, depth, ret));
   }
 }
 
@@ -302,7 +302,7 @@ ada_on_leave (GumInvocationContext * ic)
     if (!matched)  /* no matching entry (deep recursion): ask Frida */
       ret = (guint64) (gsize) gum_invocation_context_get_return_address (ic);
     ada_ic_regs (ic, &r);
-    ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid,
-        ADA_EVENT_RETURN, depth, ret);
+    ADA_FOREIGN (ada_emit_with_detail (t, &r, (guint64) (gsize) ic->function, now, fid,
+        ADA_EVENT_RETURN, depth, ret));
   }
 }

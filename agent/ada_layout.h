@@ -65,28 +65,34 @@
  */
 
 /*
- * Vector registers. x86_64's inline stubs must leave xmm0-15 as the caller had them (some
- * hold arguments; gcc's -fipa-ra keeps values in those its callee leaves alone). Built by
- * gcc, the hot path uses none (general-regs-only, from here on, headers included), so the
- * stubs save none (ada_layout's agent.stubs_save_vectors: 0); the code of others it calls
- * where that may use them (libc's memcpy for a detail record, pthread_getattr_np's malloc
- * as a thread registers, the waits of a full ring: never on the common path) is called
- * inside ADA_FOREIGN, which saves them (fxsave64: xmm0-15, MXCSR, x87). TinyCC cannot be
- * told so: under it, and on other CPUs, the stubs save them and ADA_FOREIGN is the call.
+ * Vector registers. x86_64's inline stubs must leave them as the caller had them (xmm0-7 and
+ * ymm0-7 may hold arguments, xmm0/ymm0 the return value; gcc's -fipa-ra keeps values in those
+ * its callee leaves alone). Built by gcc, the hot path uses none (general-regs-only, from here
+ * on, headers included), so the stubs save none (ada_layout's agent.stubs_save_vectors: 0);
+ * TinyCC cannot be told so: under it the stubs save xmm0-15 (with SSE moves, which leave the
+ * upper halves of ymm0-15 alone; TinyCC's code uses no AVX).
+ * The code of others the hot path calls where that may use them (libc's memcpy for a detail
+ * record, pthread_getattr_np's malloc as a thread registers, the waits of a full ring: never
+ * on the common path) is called inside ADA_FOREIGN, which saves the whole vector state the OS
+ * keeps (xsave: x87, SSE, AVX, AVX-512; fxsave where there is no xsave) in a buffer on the
+ * stack sized for this CPU (ada_vectors_init in ada_platform.c). Only xmm0-15 is not enough:
+ * libc's AVX code ends with vzeroupper, which clears the upper half of every ymm register.
  */
 #if defined (__x86_64__) && defined (__GNUC__) && !defined (__TINYC__) && !defined (__clang__)
 # pragma GCC target ("general-regs-only")
 # define ADA_STUBS_SAVE_VECTORS 0
-typedef struct { unsigned char bytes[512]; } __attribute__ ((aligned (16))) AdaVectors;
-# define ADA_FOREIGN(call) \
-  do { \
-    AdaVectors v_; \
-    __asm__ volatile ("fxsave64 %0" : "=m" (v_)); \
-    call; \
-    __asm__ volatile ("fxrstor64 %0" : : "m" (v_)); \
-  } while (0)
 #else
 # define ADA_STUBS_SAVE_VECTORS 1
+#endif
+#if defined (__x86_64__)
+# define ADA_FOREIGN(call) \
+  do { \
+    unsigned char v_[ada_state.vector_bytes]; \
+    unsigned char * at_ = ada_vectors_save (v_); \
+    call; \
+    ada_vectors_restore (at_); \
+  } while (0)
+#else
 # define ADA_FOREIGN(call) do { call; } while (0)
 #endif
 
@@ -355,6 +361,8 @@ typedef struct
                                * ada_tls_get) */
   guint64 tls_seq;            /* the key's seq beside it, while the key is ours */
   void (* on_exit) (gint status);  /* the agent's exit handler (JavaScript): see ada_on_exit */
+  guint64 vector_mask;        /* x86_64: the xsave components ADA_FOREIGN keeps; 0: fxsave */
+  guint32 vector_bytes;       /* x86_64: ADA_FOREIGN's buffer, alignment included */
 } AdaState;
 
 extern AdaState ada_state;

@@ -104,6 +104,91 @@ ada_load_acquire (volatile guint64 * p)
 }
 #endif
 
+#if defined (HAVE_I386)
+/*
+ * The caller's vector state around code of others (ADA_FOREIGN, ada_layout.h). With XSAVE,
+ * the parts the OS keeps (XCR0) of x87, SSE, AVX and AVX-512's three, in xsave's standard
+ * form; else fxsave (x87, SSE). Spelled as bytes: TinyCC's assembler has no xsave.
+ */
+# define ADA_XSAVE_KEPT 0xe7ULL  /* x87, SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM */
+
+static void
+ada_cpuid (guint32 leaf, guint32 sub, guint32 * out)
+{
+  guint32 a, b, c, d;
+  __asm__ volatile ("cpuid" : "=a" (a), "=b" (b), "=c" (c), "=d" (d) : "a" (leaf), "c" (sub));
+  out[0] = a;
+  out[1] = b;
+  out[2] = c;
+  out[3] = d;
+}
+
+static void
+ada_vectors_init (void)
+{
+  AdaState * s = &ada_state;
+  guint32 r[4], lo, hi, i, end = 576;  /* the legacy area and the xsave header */
+  guint64 mask;
+
+  s->vector_mask = 0;
+  s->vector_bytes = 512 + 64;
+  ada_cpuid (1, 0, r);
+  if ((r[2] & (1u << 27)) == 0)  /* OSXSAVE: the OS turned XSAVE on */
+    return;
+  __asm__ volatile (".byte 0x0f, 0x01, 0xd0" : "=a" (lo), "=d" (hi) : "c" (0));  /* xgetbv */
+  mask = (((guint64) hi << 32) | lo) & ADA_XSAVE_KEPT;
+  for (i = 2; i < 8; i++)
+  {
+    if ((mask & (1ULL << i)) == 0)
+      continue;
+    ada_cpuid (0xd, i, r);  /* eax: the part's size, ebx: its offset */
+    end = MAX (end, r[1] + r[0]);
+  }
+  s->vector_mask = mask;
+  s->vector_bytes = end + 64;
+}
+
+/* Save into `buffer` (vector_bytes long); returns the aligned start, for the restore. */
+static guint8 *
+ada_vectors_save (guint8 * buffer)
+{
+  guint8 * at = (guint8 *) (((gsize) buffer + 63) & ~(gsize) 63);
+  guint64 m = ada_state.vector_mask;
+  guint64 * header = (guint64 *) (at + 512);
+  guint32 i;
+
+  if (m == 0)
+  {
+    __asm__ volatile (".byte 0x48, 0x0f, 0xae, 0x07" : : "D" (at) : "memory");  /* fxsave64 */
+    return at;
+  }
+  for (i = 0; i < 8; i++)
+    header[i] = 0;  /* xrstor faults on a header whose reserved bytes are not 0 */
+  __asm__ volatile (".byte 0x48, 0x0f, 0xae, 0x27"  /* xsave64 [rdi] */
+      : : "D" (at), "a" ((guint32) m), "d" ((guint32) (m >> 32)) : "memory");
+  return at;
+}
+
+static void
+ada_vectors_restore (guint8 * at)
+{
+  guint64 m = ada_state.vector_mask;
+
+  if (m == 0)
+  {
+    __asm__ volatile (".byte 0x48, 0x0f, 0xae, 0x0f" : : "D" (at) : "memory");  /* fxrstor64 */
+    return;
+  }
+  __asm__ volatile (".byte 0x48, 0x0f, 0xae, 0x2f"  /* xrstor64 [rdi] */
+      : : "D" (at), "a" ((guint32) m), "d" ((guint32) (m >> 32)) : "memory");
+}
+#else
+static void
+ada_vectors_init (void)
+{
+}
+#endif
+
 /*
  * The frames the inline engine's stubs save (agent/ada_inline_<arch>.js), as guint64
  * indexes; ada_layout reports the return slots and the JavaScript checks them. Every

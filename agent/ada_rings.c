@@ -247,7 +247,7 @@ ada_fini (void)
   do { \
     t = ada_tls_get (); \
     if (t == NULL) \
-      t = ada_register_thread (); \
+      ADA_FOREIGN (t = ada_register_thread ()); \
   } while (0)
 
 /*
