@@ -84,7 +84,7 @@
 #else
 # define ADA_STUBS_SAVE_VECTORS 1
 #endif
-#if defined (__x86_64__)
+#if defined (HAVE_I386) && defined (__x86_64__)  /* as ada_vectors_save (ada_platform.c) */
 # define ADA_FOREIGN(call) \
   do { \
     unsigned char v_[ada_state.vector_bytes]; \

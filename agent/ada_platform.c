@@ -104,7 +104,7 @@ ada_load_acquire (volatile guint64 * p)
 }
 #endif
 
-#if defined (HAVE_I386)
+#if defined (HAVE_I386) && defined (__x86_64__)
 /*
  * The caller's vector state around code of others (ADA_FOREIGN, ada_layout.h). With XSAVE,
  * the parts the OS keeps (XCR0) of x87, SSE, AVX and AVX-512's three, in xsave's standard
