@@ -64,17 +64,10 @@ def test_a_child_announced_after_its_parent_ended_is_still_followed(tmp_path, ta
     (ADA_TEST_CHILD_ADDED_DELAY_S) for a parent that exits at once: ada waits for the child
     Frida still holds for it, and records all its calls (it is held, so it makes none before)."""
     m = 50
-    out = Output(tmp_path, "ada")  # files: a child left running would hold a pipe open
-    ada = subprocess.Popen(ada_command("trace", *engine, "-q", "-o", tmp_path / "traces", "-f",
-                                       target_bin("forks"), 1, m, "orphan", "-i", "forks!work"),
-                           stdout=out.files[0], stderr=out.files[1],
-                           env={**os.environ, "ADA_TEST_CHILD_ADDED_DELAY_S": "1.5"})
-    try:
-        assert ada.wait(timeout=120) == 0, out.stderr
-    finally:
-        if ada.poll() is None:
-            ada.kill()
-        print(out.stdout, out.stderr)
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), 1, m,
+                  "orphan", "-i", "forks!work",
+                  env={**os.environ, "ADA_TEST_CHILD_ADDED_DELAY_S": "1.5"})
+    assert out.returncode == 0, out.stderr
     ids = pids(out)
     *children, main = session_lines(out)
     assert [c.name for c in children] == [f"pid_{ids['child']}"]
