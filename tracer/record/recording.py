@@ -4,16 +4,13 @@ Each process has its own Recorder (its agent, rings, drain and pid_<N>/ director
 session directory. Frida holds each child of a traced process at its fork, without the parent's
 hooks (child gating, enabled by every Recorder), and a traced process at its exec. This follows
 each one (attach, hook, then let it run) or, with follow_children off, lets it run untraced.
-A process's directory ends once it has ended and Frida holds no child of it that ada has not
-taken yet (a parent may exit before its child's child-added reaches ada). The recording ends
-when every traced process has ended, or when asked (Ctrl-C, SIGTERM, --duration) whatever the
-processes are doing; every Recorder then unhooks its process, so no process keeps ada's hooks
-once ada is gone.
+The recording ends when every traced process has ended, or when asked (Ctrl-C, SIGTERM,
+--duration) whatever the processes are doing; every Recorder then unhooks its process, so no
+process keeps ada's hooks once ada is gone.
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -27,11 +24,6 @@ from .held import HeldChildren
 from .options import ProcessPlace, Target, TraceOptions
 from .pipeline import RecordingStatus
 from .recorder import Recorder, RecordingResult
-
-# How long a child Frida holds for a traced process may take to be announced (child-added) once
-# its parent has ended; past it, ada takes the child from Frida's pending list itself.
-PENDING_CHILD_GRACE_S = 10.0
-FRIDA_GONE = (frida.InvalidOperationError, frida.TransportError, frida.ServerNotRunningError)
 
 
 class Recording:
@@ -54,8 +46,6 @@ class Recording:
         self._held: queue.SimpleQueue[Any] = queue.SimpleQueue()  # frida Child objects
         self._execs: dict[int, int] = {}  # pid -> images traced after the first
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
-        self._taken_early: set[tuple[int, str]] = set()  # (pid, origin) taken before announced
-        self._pending_since: dict[int, float] = {}  # by parent pid: see _children_pending
         self.t0 = time.monotonic()
 
     # --- any thread ---------------------------------------------------------------
@@ -72,18 +62,7 @@ class Recording:
             recorder.trigger_now(kind)
 
     def _on_child_added(self, child: Any) -> None:
-        """Frida's thread: a child held at its fork or exec; handled by the recording loop.
-        ADA_TEST_CHILD_ADDED_DELAY_S (tests only) hands it over that much later, as a slow
-        machine does (the emulated arm64 one): the parent may end first."""
-        delay = float(os.environ.get("ADA_TEST_CHILD_ADDED_DELAY_S", "0") or 0)
-        if delay > 0:
-            timer = threading.Timer(delay, self._hand_over_child, (child,))
-            timer.daemon = True
-            timer.start()
-        else:
-            self._hand_over_child(child)
-
-    def _hand_over_child(self, child: Any) -> None:
+        """Frida's thread: a child held at its fork or exec; handled by the recording loop."""
         self._held.put(child)
         self._wake.set()
 
@@ -123,7 +102,7 @@ class Recording:
                 for recorder in list(live):
                     if self._stop.is_set():
                         recorder.request_stop(self.stop_reason or "interrupted")
-                    if recorder.check() and not self._children_pending(recorder.pid):
+                    if recorder.check():
                         live.remove(recorder)
                         self.results.append(recorder.stop())
                 if progress is not None and time.monotonic() - last_progress >= interval_s:
@@ -151,29 +130,6 @@ class Recording:
         assert self.main is not None and self.main.pipeline is not None
         return self.main.pipeline.path
 
-    def _children_pending(self, pid: int) -> bool:
-        """Whether Frida holds a child of this ended process that ada has not taken yet. A
-        parent that exits right after its fork can end before the child's child-added reaches
-        ada (1 s and more in the emulated arm64 machine, where the recording ended without the
-        child, and left it held). Its directory waits for the announcement (its manifest lists
-        its children); past PENDING_CHILD_GRACE_S ada takes the child from Frida's list."""
-        try:
-            pending = [c for c in self.device.enumerate_pending_children() if c.parent_pid == pid]
-        except FRIDA_GONE:  # the device is gone: nothing to wait for
-            return False
-        if not pending:
-            self._pending_since.pop(pid, None)
-            return False
-        since = self._pending_since.setdefault(pid, time.monotonic())
-        if time.monotonic() - since >= PENDING_CHILD_GRACE_S:
-            for child in pending:
-                self.info(f"{child.origin} child pid {child.pid} of pid {pid} not announced by "
-                          f"Frida in {PENDING_CHILD_GRACE_S:.0f} s: taken from its pending list")
-                self._taken_early.add((child.pid, child.origin))
-                self._held.put(child)
-            del self._pending_since[pid]
-        return True  # looked at again as the loop wakes: the announcement, or each interval
-
     def _take_held(self, live: list[Recorder]) -> None:
         """Follow (or let go) every child Frida holds for us."""
         while True:
@@ -181,10 +137,6 @@ class Recording:
                 child = self._held.get_nowait()
             except queue.Empty:
                 return
-            if (child.pid, child.origin) in self._taken_early and \
-                    not self._still_pending(child):
-                self._taken_early.discard((child.pid, child.origin))
-                continue  # announced after ada took it from Frida's list
             parent = self._tracer_of(child.parent_pid)
             if parent is None:  # not a process of this recording
                 self._let_go_children.let_go(child.pid, child.origin)
@@ -199,13 +151,6 @@ class Recording:
             recorder = self._follow(child)
             if recorder is not None:
                 live.append(recorder)
-
-    def _still_pending(self, child: Any) -> bool:
-        try:
-            return any(c.pid == child.pid and c.origin == child.origin
-                       for c in self.device.enumerate_pending_children())
-        except FRIDA_GONE:
-            return False
 
     def _tracer_of(self, pid: int) -> Recorder | None:
         """The newest Recorder of a pid (an exec'd image has one per image)."""
