@@ -122,6 +122,7 @@ rpc.exports = {
   resolve: (selection, triggers) => agent.resolve(selection, triggers),
   hook: () => agent.hook(),
   watchForksAndExec: () => agent.watchForksAndExec(),
+  noteChildren: () => agent.noteChildren(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
   clockAnchor: () => agent.clockAnchor(),

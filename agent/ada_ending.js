@@ -38,6 +38,16 @@ function describeAddress(address) {
   return null;
 }
 
+/* A /proc file's bytes as a string (one character a byte: a command line holds NULs, which
+ * File.readAllText refuses), or null where it cannot be read. */
+function readProc(path) {
+  try {
+    return String.fromCharCode(...new Uint8Array(File.readAllBytes(`/proc/${path}`)));
+  } catch (e) {
+    return null;
+  }
+}
+
 const AgentEnding = {
   /*
    * Frida calls this as the process exits or execs (it hooks exit, _exit and
@@ -84,8 +94,43 @@ const AgentEnding = {
     }
     const rpcData = this.regionKind === 'rpc' && this.region !== null;
     this.handedOver = true;
-    send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus },
+    send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus,
+           children: reason === 'exec' ? [] : this._newChildren() },
          rpcData ? this.pull([], this._pendingBytes(), []) : null);
+  },
+
+  /*
+   * Where Frida holds children at their fork, the host learns of each one only once the
+   * child has recovered from its fork, which goes through the host and can come after the
+   * parent's end (under emulation, seconds after). So the handover names the children
+   * forked since the host began to hold them (noteChildren) that may still be held: alive,
+   * with this process's command line (a held child has run nothing of its own since its
+   * fork; one started by posix_spawn or clone, which Frida does not hold, has exec'd). The
+   * host waits for those. Linux and Android only (/proc); elsewhere none.
+   */
+  noteChildren() {
+    this.childrenBefore = this._children();
+  },
+
+  _newChildren() {
+    if (this.childrenBefore === undefined)
+      return [];
+    const ours = readProc('self/cmdline');
+    return [...this._children()].filter(pid => !this.childrenBefore.has(pid) &&
+                                         ours !== null && readProc(`${pid}/cmdline`) === ours);
+  },
+
+  _children() {
+    const max = 1024;
+    if (this.childrenFn === undefined) {
+      this.childrenFn = new NativeFunction(this.cm.ada_children, 'uint32', ['pointer', 'uint32']);
+      this.childrenOut = Memory.alloc(4 * max);
+    }
+    const n = this.childrenFn(this.childrenOut, max);
+    const pids = new Set();
+    for (let i = 0; i < n; i++)
+      pids.add(this.childrenOut.add(4 * i).readU32());
+    return pids;
   },
 
   /* Wait, blocking this thread (not the JavaScript one), for the host's acknowledgement. */

@@ -3,7 +3,7 @@
  * std::terminate (ada_on_terminate: which hooked call a C++ exception could not unwind
  * through), the --trigger functions (ada_on_trigger: the flight recorder's trigger ring), and
  * exit() and _exit() (ada_on_exit), and fork() and execve() where Frida does not hold
- * children (ada_on_fork, ada_on_exec_enter).
+ * children (ada_on_fork, ada_on_exec_enter); and this process's children (ada_children).
  */
 
 /*
@@ -128,3 +128,88 @@ ada_on_exec_leave (GumInvocationContext * ic)
   if (ada_own_process ())
     *(volatile guint32 *) &ada_state.region->exec_pending = 0;
 }
+
+#ifdef ADA_GETDENTS_SYSCALL
+extern int open (const char * path, int flags, ...);
+extern gssize read (int fd, gpointer buf, gsize count);
+extern int close (int fd);
+
+/* The pids listed in one /proc/self/task/TID/children file, appended to out[n..max). */
+static guint32
+ada_thread_children (const gchar * tid, guint32 * out, guint32 n, guint32 max)
+{
+  gchar path[64] = "/proc/self/task/";
+  gchar text[4096];
+  guint32 at = 16, value = 0;
+  gssize len;
+  gssize i;
+  int fd;
+
+  while (*tid != '\0' && at < sizeof (path) - 10)
+    path[at++] = *tid++;
+  for (const gchar * rest = "/children"; *rest != '\0'; rest++)
+    path[at++] = *rest;
+  path[at] = '\0';
+  fd = open (path, 0);
+  if (fd < 0)
+    return n;
+  len = read (fd, text, sizeof (text));
+  close (fd);
+  for (i = 0; i < len && n < max; i++)
+  {
+    if (text[i] >= '0' && text[i] <= '9')
+    {
+      value = value * 10 + (guint32) (text[i] - '0');
+    }
+    else if (value != 0)
+    {
+      out[n++] = value;
+      value = 0;
+    }
+  }
+  return n;
+}
+
+/*
+ * The pids of this process's children, as every thread's /proc/self/task/TID/children lists
+ * them (Linux, Android): at most max into out; how many. For the handover (ada_ending.js,
+ * noteChildren), in C: Process.enumerateThreads would stop every thread to read its
+ * registers, through a helper process it forks, as the process exits.
+ */
+guint32
+ada_children (guint32 * out, guint32 max)
+{
+  guint8 entries[4096];
+  guint32 n = 0;
+  glong got;
+  int dir;
+
+  dir = open ("/proc/self/task", 0);
+  if (dir < 0)
+    return 0;
+  while ((got = syscall (ADA_GETDENTS_SYSCALL, (glong) dir, entries, (glong) sizeof (entries))) > 0)
+  {
+    glong at = 0;
+
+    while (at < got)
+    {
+      guint16 reclen = *(guint16 *) (entries + at + 16);  /* linux_dirent64: ino, off, reclen */
+      const gchar * name = (const gchar *) entries + at + 19;  /* then type, then the name */
+
+      if (name[0] != '.')
+        n = ada_thread_children (name, out, n, max);
+      at += reclen;
+    }
+  }
+  close (dir);
+  return n;
+}
+#else
+guint32
+ada_children (guint32 * out, guint32 max)
+{
+  (void) out;
+  (void) max;
+  return 0;
+}
+#endif

@@ -2,6 +2,7 @@
 and no process keeping ada's hooks after ada. Real programs: tests/targets/forks.c."""
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -52,6 +53,32 @@ def test_a_forked_child_is_recorded_into_its_own_directory(tmp_path, target_bin,
     listing = json.loads(run_ada("info", "--json", main.parent).stdout)["processes"]
     assert [(p["pid"], p["parent_pid"], p["index_events"]) for p in listing] == [
         (ids["parent"], None, 2 * N), (ids["child"], ids["parent"], 2 * M)]
+    assert_verify_clean(main.parent)
+
+
+def test_a_child_announced_after_its_parent_ended_is_still_followed(tmp_path, target_bin,
+                                                                   engine):
+    """A parent that exits right after its fork can end before Frida announces the child it
+    holds (child-added): in the emulated arm64 machine the recording then ended with the
+    parent, and the child was neither recorded nor let go. Here the announcement reaches ada
+    1.5 s late (ADA_TEST_CHILD_ADDED_DELAY_S) for a parent that exits at once: the parent's
+    handover names the child, ada waits for it and records all its calls (held at its fork,
+    it makes none before)."""
+    m = 50
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), 1, m,
+                  "orphan", "-i", "forks!work",
+                  env={**os.environ, "ADA_TEST_CHILD_ADDED_DELAY_S": "1.5"})
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    *children, main = session_lines(out)
+    assert [c.name for c in children] == [f"pid_{ids['child']}"]
+    s = atf.open_session(main)
+    assert s.manifest.document["end"]["reason"] == "target-exited"
+    assert s.manifest.document["process"]["children"] == [
+        {"pid": ids["child"], "origin": "fork", "followed": True}]
+    child, child_counts = work_events(children[0])
+    assert child_counts == {ids["child"]: 2 * m}
+    assert child.manifest.document["end"]["reason"] == "target-exited"
     assert_verify_clean(main.parent)
 
 

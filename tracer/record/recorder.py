@@ -216,6 +216,8 @@ class Recorder:
         self.holds_children = self.options.follow_children or not self.agent_info.get("wipesOnFork")
         if self.holds_children:
             self.frida_session.enable_child_gating()
+            assert self.script is not None
+            self.script.exports_sync.note_children()  # see unannounced_children
         else:
             assert self.script is not None
             self.script.exports_sync.watch_forks_and_exec()
@@ -333,6 +335,14 @@ class Recorder:
                 self._detached_event.wait(DETACH_GRACE_S)  # its reason, if it comes, stands
             self.request_stop(failure)
         return self.stop_event.is_set()
+
+    def unannounced_children(self) -> list[int]:
+        """The children this process had forked, and that were still held at their fork, as
+        it ended, where Frida holds them (agent/ada_ending.js, noteChildren): Frida may
+        announce them only after (recording.py waits for them). Empty without a handover."""
+        if not self.holds_children or self.end.handover is None:
+            return []
+        return [int(pid) for pid in self.end.handover.get("children") or []]
 
     def progress(self) -> RecordingStatus:
         elapsed = time.monotonic() - self.t0

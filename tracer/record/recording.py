@@ -6,11 +6,13 @@ hooks (child gating, enabled by every Recorder), and a traced process at its exe
 each one (attach, hook, then let it run) or, with follow_children off, lets it run untraced.
 The recording ends when every traced process has ended, or when asked (Ctrl-C, SIGTERM,
 --duration) whatever the processes are doing; every Recorder then unhooks its process, so no
-process keeps ada's hooks once ada is gone.
+process keeps ada's hooks once ada is gone. A child that a process forked just before it ended
+may be announced by Frida only after that end: the recording waits for it (ANNOUNCE_WAIT_S).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -20,10 +22,17 @@ from typing import Any, Callable
 import frida
 
 from ..errors import TracerError
+from .frida_errors import FRIDA_ERRORS
 from .held import HeldChildren
 from .options import ProcessPlace, Target, TraceOptions
 from .pipeline import RecordingStatus
 from .recorder import Recorder, RecordingResult
+
+# How long the recording waits, once a traced process has ended, for Frida to announce a child
+# that process forked and left alive (Recorder.unannounced_children). A held child is
+# announced only once it has recovered from its fork, and that recovery goes through Frida's
+# host: milliseconds here, seconds under emulation, where it came after the parent's end.
+ANNOUNCE_WAIT_S = 15.0
 
 
 class Recording:
@@ -46,6 +55,8 @@ class Recording:
         self._held: queue.SimpleQueue[Any] = queue.SimpleQueue()  # frida Child objects
         self._execs: dict[int, int] = {}  # pid -> images traced after the first
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
+        self._announced: set[int] = set()  # pids Frida has announced (followed or let go)
+        self._unannounced_since: dict[Recorder, float] = {}  # ended, since: see below
         self.t0 = time.monotonic()
 
     # --- any thread ---------------------------------------------------------------
@@ -62,7 +73,18 @@ class Recording:
             recorder.trigger_now(kind)
 
     def _on_child_added(self, child: Any) -> None:
-        """Frida's thread: a child held at its fork or exec; handled by the recording loop."""
+        """Frida's thread: a child held at its fork or exec; handled by the recording loop.
+        ADA_TEST_CHILD_ADDED_DELAY_S (tests only) hands it over that much later, as a slow
+        machine does (the emulated arm64 one): the parent may end first."""
+        delay = float(os.environ.get("ADA_TEST_CHILD_ADDED_DELAY_S") or 0)
+        if delay > 0:
+            timer = threading.Timer(delay, self._hand_over_child, (child,))
+            timer.daemon = True
+            timer.start()
+        else:
+            self._hand_over_child(child)
+
+    def _hand_over_child(self, child: Any) -> None:
         self._held.put(child)
         self._wake.set()
 
@@ -102,7 +124,7 @@ class Recording:
                 for recorder in list(live):
                     if self._stop.is_set():
                         recorder.request_stop(self.stop_reason or "interrupted")
-                    if recorder.check():
+                    if recorder.check() and not self._children_unannounced(recorder):
                         live.remove(recorder)
                         self.results.append(recorder.stop())
                 if progress is not None and time.monotonic() - last_progress >= interval_s:
@@ -137,6 +159,7 @@ class Recording:
                 child = self._held.get_nowait()
             except queue.Empty:
                 return
+            self._announced.add(child.pid)
             parent = self._tracer_of(child.parent_pid)
             if parent is None:  # not a process of this recording
                 self._let_go_children.let_go(child.pid, child.origin)
@@ -151,6 +174,31 @@ class Recording:
             recorder = self._follow(child)
             if recorder is not None:
                 live.append(recorder)
+
+    def _children_unannounced(self, recorder: Recorder) -> bool:
+        """Whether an ended process left children Frida has not announced yet: its directory
+        waits for them (its manifest lists its children), as long as they live, for at most
+        ANNOUNCE_WAIT_S. Looked at again each time the loop wakes."""
+        children = [pid for pid in recorder.unannounced_children() if pid not in self._announced]
+        if recorder not in self._unannounced_since:
+            self._unannounced_since[recorder] = time.monotonic()
+            if children:
+                self.info(f"pid {recorder.pid} ended with {len(children)} child(ren) Frida has "
+                          f"not announced yet ({', '.join(map(str, children))}): waiting")
+        if not children:
+            return False
+        try:
+            alive = [p.pid for p in self.device.enumerate_processes(pids=children)]
+        except FRIDA_ERRORS:
+            return False  # the device is gone: nothing more will be announced
+        if not alive:
+            return False  # they ended before Frida announced them
+        if time.monotonic() - self._unannounced_since[recorder] < ANNOUNCE_WAIT_S:
+            return True
+        self.warn(f"child(ren) {', '.join(map(str, alive))} of pid {recorder.pid} not announced "
+                  f"by Frida within {ANNOUNCE_WAIT_S:.0f} s of its end: they run untraced")
+        self._announced.update(alive)  # not waited for again
+        return False
 
     def _tracer_of(self, pid: int) -> Recorder | None:
         """The newest Recorder of a pid (an exec'd image has one per image)."""
