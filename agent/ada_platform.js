@@ -49,7 +49,7 @@ function platformConfig(clockSource) {
     facts.glibc = Module.findGlobalExportByName('gnu_get_libc_version') !== null;
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
     for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
-                        'pthread_attr_destroy', 'posix_fallocate'])
+                        'pthread_attr_destroy', 'posix_fallocate', 'open', 'read', 'close'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
     anonMapFlags = 0x0002 | 0x0020 | 0x4000;  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
