@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 import ada.atf as atf
 from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
                      wait_for_index_events)
@@ -80,6 +82,38 @@ def test_a_child_announced_after_its_parent_ended_is_still_followed(tmp_path, ta
     assert child_counts == {ids["child"]: 2 * m}
     assert child.manifest.document["end"]["reason"] == "target-exited"
     assert_verify_clean(main.parent)
+
+
+def test_a_spawned_child_left_running_is_not_waited_for(tmp_path, target_bin, engine):
+    """A child started by posix_spawn (no fork: Frida does not hold it on Linux) that outlives
+    its parent is not one Frida will announce: the parent's handover leaves it out (it has
+    exec'd), so the recording does not wait for it (ada says when it waits)."""
+    out = run_ada("trace", *engine, "-o", tmp_path, "-f", target_bin("forks"), 5, 0, "spawn",
+                  "-i", "forks!work")
+    spawned = pids(out).get("spawned")
+    try:
+        assert out.returncode == 0, out.stderr
+        assert spawned is not None and Path(f"/proc/{spawned}").exists()
+        assert "not announced" not in out.stderr, out.stderr
+    finally:
+        if spawned is not None:
+            subprocess.run(["kill", str(spawned)])
+
+
+@pytest.mark.xfail(strict=True, reason="known bug, not fixed: with child gating on (following "
+                   "children), a posix_spawn in the traced process ends its recording as "
+                   "'target-exited', clean, and its later calls are lost uncounted")
+def test_calls_after_a_posix_spawn_are_recorded(tmp_path, target_bin, engine):
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), 5, 0,
+                  "spawn", "-i", "forks!work")
+    spawned = pids(out).get("spawned")
+    try:
+        assert out.returncode == 0, out.stderr
+        _, counts = work_events(session_lines(out)[-1])
+        assert sum(counts.values()) == 2 * 5
+    finally:
+        if spawned is not None:
+            subprocess.run(["kill", str(spawned)])
 
 
 def test_no_follow_children_leaves_the_child_out_and_the_parent_whole(tmp_path, target_bin,
@@ -203,16 +237,16 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
                                                                         engine):
     exe = target_bin("forks")
     out = Output(tmp_path, "ada")
-    started = time.monotonic()
     ada = subprocess.Popen(ada_command("trace", *engine,
                                        "-q", "-o", tmp_path / "traces", "-f", exe, 1,
                                        3000, "orphan", "-i", "forks!work", "--duration", 1.5),
                            stdout=out.files[0], stderr=out.files[1])
-    assert ada.wait(timeout=60) == 0, out.stderr
-    assert time.monotonic() - started < 20  # the child calls on for 30 s
+    assert ada.wait(timeout=90) == 0, out.stderr
     child = pids(out)["child"]
     try:
-        assert Path(f"/proc/{child}").exists(), "the child was killed"
+        # The child calls on for 30 s once it runs: alive, so ada did not wait for its end
+        # (not a bound on ada's own time: under emulation its start alone takes 15-25 s).
+        assert Path(f"/proc/{child}").exists(), "the child was killed, or ada waited for its end"
         assert code_is_original(child, exe), "the child still runs ada's hook"
         recorded = atf.open_session(session_lines(out)[0])
         assert recorded.manifest.document["end"]["reason"] == "duration"
@@ -230,7 +264,7 @@ def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin, engine):
                            stdout=out.files[0], stderr=out.files[1])
     child = None
     try:
-        wait_for_index_events(tmp_path / "traces", 20)
+        wait_for_index_events(tmp_path / "traces", 20, timeout=60)  # the child runs 30 s
         ada.send_signal(signal.SIGINT)
         assert ada.wait(timeout=30) == 0, out.stderr
         child = pids(out)["child"]

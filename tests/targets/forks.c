@@ -5,14 +5,17 @@
  * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing); "selfexec" the parent makes its N
- * calls and execs this program as "forks M" (no child). Each other process prints
+ * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 30"
+ * by posix_spawn (no fork), makes its N calls and exits. Each other process prints
  * "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
 volatile long sink;
 
 __attribute__((noinline)) long work(long x)
@@ -52,6 +55,16 @@ int main(int argc, char **argv)
       }
       waitpid(one, NULL, 0);
     }
+    calls(n, 0);
+    return 0;
+  }
+  if (strcmp(mode, "spawn") == 0) {  /* a child by posix_spawn (no fork), left running */
+    char *sleeper[] = {"sleep", "30", NULL};
+    pid_t spawned;
+    if (posix_spawnp(&spawned, "sleep", NULL, NULL, sleeper, environ) != 0)
+      return 1;
+    printf("pid spawned %d\n", spawned);
+    fflush(stdout);
     calls(n, 0);
     return 0;
   }
