@@ -213,13 +213,12 @@ class Recorder:
         not held where the hot path knows it is in a child (wipesOnFork): it runs the
         parent's hooks, which record nothing there, and Frida's fork machinery stays out."""
         assert self.frida_session is not None and self.agent_info is not None
+        assert self.script is not None
         self.holds_children = self.options.follow_children or not self.agent_info.get("wipesOnFork")
         if self.holds_children:
             self.frida_session.enable_child_gating()
-            assert self.script is not None
             self.script.exports_sync.note_children()  # see unannounced_children
         else:
-            assert self.script is not None
             self.script.exports_sync.watch_forks_and_exec()
 
     def _load_agent(self) -> None:
