@@ -123,6 +123,7 @@ rpc.exports = {
   hook: () => agent.hook(),
   watchForksAndExec: () => agent.watchForksAndExec(),
   noteChildren: () => agent.noteChildren(),
+  watchSpawn: () => agent.watchSpawn(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
   clockAnchor: () => agent.clockAnchor(),

@@ -221,6 +221,7 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (trap_calls);
   ADA_HEADER (forks);
   ADA_HEADER (exec_pending);
+  ADA_HEADER (paused_spawns);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);

@@ -343,6 +343,42 @@ const AgentHooking = {
   },
 
   /*
+   * posix_spawn and posix_spawnp (system() and popen() call them too), where Frida holds
+   * children (recorder.py, _hold_children) and the C library is glibc: each call runs with
+   * its thread's hooks paused. glibc starts the spawn child with clone(CLONE_VM |
+   * CLONE_VFORK) and no new TLS, so the child's execve runs in this process's memory with
+   * this thread's TLS, through the execve hook of Frida's child gating, which then readies
+   * this process's agent for an exec of its own: the recording ended there, 'clean', with
+   * the rest of the process's calls lost uncounted. A NativeFunction with traps 'none' has
+   * the Interceptor ignore the calling thread (and so the child) for the call. The cost:
+   * hooked functions that posix_spawn itself calls (mmap, sigprocmask, sigaction) are not
+   * recorded, with either engine (the inline engine leaves calls made from Frida's code
+   * alone); the header counts the calls (paused_spawns) and the host says so. The old
+   * versioned posix_spawn (GLIBC_2.2.5, for binaries linked before glibc 2.15) is not
+   * covered, nor other C libraries (bionic's and musl's are untested).
+   */
+  watchSpawn() {
+    const L = this.layout, counter = this.region.add(L['header.paused_spawns']);
+    const types = ['pointer', 'pointer', 'pointer', 'pointer', 'pointer', 'pointer'];
+    this.spawnHooks = [];
+    if (Process.platform !== 'linux')
+      return;
+    for (const name of ['posix_spawn', 'posix_spawnp']) {
+      const address = Module.findGlobalExportByName(name);
+      const module = address === null ? null : Process.findModuleByAddress(address);
+      if (module === null || module.name !== 'libc.so.6')
+        continue;
+      const original = new NativeFunction(address, 'int', types, { traps: 'none' });
+      const replacement = new NativeCallback((...args) => {
+        counter.writeU32(counter.readU32() + 1);  /* under the JavaScript lock */
+        return original(...args);
+      }, 'int', types);
+      this.spawnHooks.push(replacement);
+      Interceptor.replace(address, replacement);
+    }
+  },
+
+  /*
    * fork() and execve(), in a process Frida does not hold at either (recorder.py,
    * _hold_children): ada_on_fork keeps the children's pids for the manifest, and
    * ada_on_exec_enter tells the host that the process's end is an exec.

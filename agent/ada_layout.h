@@ -193,6 +193,9 @@ typedef struct
   guint32 forks;              /* children forked (their pids at ADA_FORKS_OFFSET, the first
                                * ADA_FORK_SLOTS): see ada_on_fork */
   guint32 exec_pending;       /* 1 from execve's entry until it fails: see ada_on_exec_enter */
+  guint32 paused_spawns;      /* posix_spawn calls run with their thread's hooks paused: see
+                               * watchSpawn in ada_hooking.js */
+  guint32 reserved;
 } RegionHeader;
 
 typedef struct

@@ -227,6 +227,9 @@ def _hooks(doc: dict[str, Any]) -> dict[str, Any]:
         items = doc.get(key)
         if isinstance(items, list) and items:
             out[name] = len(items)
+    paused = doc.get("hook_paused_spawns")
+    if isinstance(paused, int) and paused > 0:
+        out["paused_spawns"] = paused
     return out
 
 

@@ -6,7 +6,9 @@
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing); "selfexec" the parent makes its N
  * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 30"
- * by posix_spawn (no fork), makes its N calls and exits. Each other process prints
+ * by posix_spawn (no fork), makes its N calls and exits; "shell" the parent makes N calls,
+ * runs system("true"), N calls, reads a line from popen("echo hi"), N calls, and exits (both
+ * spawn their shell through posix_spawn in glibc). Each other process prints
  * "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,18 @@ int main(int argc, char **argv)
       return 1;
     printf("pid spawned %d\n", spawned);
     fflush(stdout);
+    calls(n, 0);
+    return 0;
+  }
+  if (strcmp(mode, "shell") == 0) {
+    char line[16];
+    calls(n, 0);
+    if (system("true") != 0)
+      return 1;
+    calls(n, 0);
+    FILE *p = popen("echo hi", "r");
+    if (p == NULL || fgets(line, sizeof line, p) == NULL || pclose(p) != 0)
+      return 1;
     calls(n, 0);
     return 0;
   }

@@ -326,6 +326,7 @@ class Drain(threading.Thread):
             "unwound_calls": rings.header("unwound_calls"),
             "skipped_events": rings.header("skipped_events"),
             "trap_calls": rings.header("trap_calls"),
+            "paused_spawns": rings.header("paused_spawns"),
             "forked": rings.forked(),
             "terminate": None if rings.header("terminate_tid") == 0 else {
                 "thread_id": rings.header("terminate_tid"),

@@ -122,6 +122,11 @@ def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | N
         out.append(f"{summary['trap_calls']:,} call(s) came through breakpoint hooks (int3, for "
                    "functions no jump fits): a signal each, some microseconds; the manifest's "
                    "hook_breakpoints names the functions")
+    if summary.get("paused_spawns"):
+        out.append(f"{summary['paused_spawns']:,} posix_spawn call(s) (system() and popen() make "
+                   "them too) ran with their thread's hooks paused, so that the spawned child's "
+                   "exec does not end this recording: hooked functions called inside them are "
+                   "not recorded")
     terminate = summary["terminate"]
     if terminate is not None:
         name = function_name(terminate["function_id"]) or \

@@ -218,6 +218,7 @@ class Recorder:
         if self.holds_children:
             self.frida_session.enable_child_gating()
             self.script.exports_sync.note_children()  # see unannounced_children
+            self.script.exports_sync.watch_spawn()  # see watchSpawn in ada_hooking.js
         else:
             self.script.exports_sync.watch_forks_and_exec()
 
