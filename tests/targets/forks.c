@@ -5,7 +5,7 @@
  * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing); "selfexec" the parent makes its N
- * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 30"
+ * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 600"
  * by posix_spawn (no fork), makes its N calls and exits; "shell" the parent makes N calls,
  * runs system("true"), N calls, reads a line from popen("echo hi"), N calls, and exits (both
  * spawn their shell through posix_spawn in glibc). Each other process prints
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     return 0;
   }
   if (strcmp(mode, "spawn") == 0) {  /* a child by posix_spawn (no fork), left running */
-    char *sleeper[] = {"sleep", "30", NULL};
+    char *sleeper[] = {"sleep", "600", NULL};
     pid_t spawned;
     if (posix_spawnp(&spawned, "sleep", NULL, NULL, sleeper, environ) != 0)
       return 1;
