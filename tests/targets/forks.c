@@ -6,13 +6,14 @@
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing); "selfexec" the parent makes its N
  * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 600"
- * by posix_spawn (no fork), makes its N calls and exits; "shell" the parent makes N calls,
+ * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell" the parent makes N calls,
  * runs system("true"), N calls, reads a line from popen("echo hi"), N calls, and exits (both
  * spawn their shell through posix_spawn in glibc). Each other process prints
  * "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,8 +63,12 @@ int main(int argc, char **argv)
   }
   if (strcmp(mode, "spawn") == 0) {  /* a child by posix_spawn (no fork), left running */
     char *sleeper[] = {"sleep", "600", NULL};
+    posix_spawn_file_actions_t quiet;  /* it must not hold the output ada's caller reads */
     pid_t spawned;
-    if (posix_spawnp(&spawned, "sleep", NULL, NULL, sleeper, environ) != 0)
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&spawned, "sleep", &quiet, NULL, sleeper, environ) != 0)
       return 1;
     printf("pid spawned %d\n", spawned);
     fflush(stdout);
