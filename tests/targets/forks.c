@@ -6,10 +6,10 @@
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing); "selfexec" the parent makes its N
  * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 600"
- * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell" the parent makes N calls,
- * runs system("true"), N calls, reads a line from popen("echo hi"), N calls, and exits (both
- * spawn their shell through posix_spawn in glibc). Each other process prints
- * "pid <role> <pid>" first. */
+ * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell"
+ * the parent makes N calls, runs system("true"), N calls, reads a line from
+ * popen("echo hi"), N calls, and exits (both spawn their shell through posix_spawn in
+ * glibc). Each other process prints "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
