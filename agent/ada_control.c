@@ -1,8 +1,8 @@
 /*
  * ada_control.c: what the agent's JavaScript calls (NativeFunction), never a hooked call:
- * ada_init once the region is mapped, ada_set_functions (the hooked functions' table), the
- * clocks (ada_clock_ns, ada_clock_anchor, ada_clock_pair), the RPC transport's heartbeat,
- * ada_wait_flag for a dying process's handover, and ada_layout(), the report of the shared
+ * ada_init once the region is mapped, ada_set_functions (the hooked functions' table),
+ * ada_pause_thread and ada_resume_thread around a posix_spawn, the clocks (ada_clock_ns,
+ * ada_clock_anchor, ada_clock_pair), the RPC transport's heartbeat, ada_wait_flag for a dying process's handover, and ada_layout(), the report of the shared
  * layout by name that the agent takes its offsets from and the host checks.
  */
 
@@ -48,6 +48,26 @@ void
 ada_set_functions (FunctionTable * table)
 {
   ADA_STORE_RELEASE ((volatile guint64 *) &ada_state.functions, (guint64) (gsize) table);
+}
+
+/*
+ * posix_spawn's pause (watchSpawn in ada_hooking.js): until ada_resume_thread, this
+ * thread's hooked calls are not the program's to record, nor are those of the child that
+ * runs on its TLS until it execs (glibc's clone(CLONE_VM|CLONE_VFORK)): the TLS says
+ * `frida`, which both engines leave alone. Returns what the TLS said, to put back.
+ */
+gpointer
+ada_pause_thread (void)
+{
+  gpointer was = gum_tls_key_get_value (ada_state.tls_key);
+  gum_tls_key_set_value (ada_state.tls_key, &ada_state.frida);
+  return was;
+}
+
+void
+ada_resume_thread (gpointer was)
+{
+  gum_tls_key_set_value (ada_state.tls_key, was);
 }
 
 /* The recording clock, for the agent to stamp when modules load (ns, as events once drained). */

@@ -49,6 +49,41 @@ function shadowStacksOn() {
   }
 }
 
+/* Where a `jmp target`, `jmp [rip+x]` (x86_64) or `b target` (arm64) goes; null for others. */
+function jumpTarget(insn) {
+  if (insn.mnemonic !== 'jmp' && insn.mnemonic !== 'b')
+    return null;
+  const op = insn.operands[0];
+  if (op.type === 'imm')
+    return ptr(op.value);
+  if (op.type === 'mem' && op.value.base === 'rip' && op.value.index === undefined)
+    return insn.next.add(op.value.disp).readPointer();
+  return null;
+}
+
+/*
+ * Whether the code at `at` starts with a jump into memory no module holds: a runtime hook.
+ * Besides the jumps above, Frida's Interceptor writes `adrp xN, page; br xN` and
+ * `ldr xN, literal; br xN` on arm64 (guminterceptor-arm64.c).
+ */
+function jumpsOutOfModules(at) {
+  let to = null;
+  try {
+    const insn = Instruction.parse(at);
+    to = jumpTarget(insn);
+    const op = insn.operands;
+    if (to === null && (insn.mnemonic === 'adrp' || insn.mnemonic === 'ldr') &&
+        op.length === 2 && op[0].type === 'reg' && op[1].type === 'imm') {
+      const next = Instruction.parse(insn.next);
+      if (next.mnemonic === 'br' && next.operands[0].value === op[0].value)
+        to = insn.mnemonic === 'adrp' ? ptr(op[1].value) : ptr(op[1].value).readPointer();
+    }
+  } catch (e) {
+    return false;
+  }
+  return to !== null && Process.findModuleByAddress(to) === null;
+}
+
 function hex64(hi, lo) {
   return '0x' + hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
 }
@@ -212,8 +247,21 @@ const AgentHooking = {
                          address: ptr(functions[i].address) });
     /* ADA_INLINE_HOOK=breakpoint in ada's environment: every function through an int3 */
     const trapAll = this.inline !== null && this.config.inlineHook === 'breakpoint';
-    const reasons = this.inline === null ? candidates.map(() => '')
-      : this.inline.hookAll(candidates.map(item), { trap: trapAll });
+    /* A function whose code starts with a jump out of every module carries a runtime hook
+     * already: Frida's own (its exception handling replaces sigaction and signal; child
+     * gating attaches to fork and execve) or another tool's. Moving that jump into a stub
+     * broke the hook's bookkeeping (a traced sigaction aborted the program), and chaining
+     * onto a hook is what the Interceptor does: it takes these. */
+    const hookedElsewhere = this.inline === null ? new Set()
+      : new Set(candidates.filter(i => jumpsOutOfModules(code[i])));
+    const inlined = candidates.filter(i => !hookedElsewhere.has(i));
+    const inlineReasons = this.inline === null ? [] :
+      this.inline.hookAll(inlined.map(item), { trap: trapAll });
+    const reasonOf = new Map(inlined.map((i, k) => [i, inlineReasons[k]]));
+    const reasons = candidates.map(i => this.inline === null ? ''
+      : hookedElsewhere.has(i) ? 'its code starts with a jump to a hook outside every module ' +
+                                 "(Frida's own, or another tool's)"
+      : reasonOf.get(i));
     const refused = [];  /* {i, reason, error}: neither the jumps nor the Interceptor took it */
     const heads = [];    /* {at, before}: code the Interceptor is about to change */
     candidates.forEach((i, k) => {
@@ -289,15 +337,10 @@ const AgentHooking = {
       } catch (e) {
         break;
       }
-      if (insn.mnemonic !== 'jmp' && insn.mnemonic !== 'b')
-        break;
-      const op = insn.operands[0];
-      if (op.type === 'imm')
-        at = ptr(op.value);
-      else if (op.type === 'mem' && op.value.base === 'rip' && op.value.index === undefined)
-        at = insn.next.add(op.value.disp).readPointer();
-      else
-        break;
+      const to = jumpTarget(insn);
+      if (to === null || Process.findModuleByAddress(to) === null)
+        break;   /* not a thunk; or a runtime hook's jump (see _attach), which stays the code */
+      at = to;
     }
     return at;
   },
@@ -350,10 +393,11 @@ const AgentHooking = {
    * this thread's TLS, through the execve hook of Frida's child gating, which then readies
    * this process's agent for an exec of its own: the recording ended there, 'clean', with
    * the rest of the process's calls lost uncounted. A NativeFunction with traps 'none' has
-   * the Interceptor ignore the calling thread (and so the child) for the call. The cost:
-   * hooked functions that posix_spawn itself calls (mmap, sigprocmask, sigaction) are not
-   * recorded, with either engine (the inline engine leaves calls made from Frida's code
-   * alone); the header counts the calls (paused_spawns) and the host says so. The old
+   * the Interceptor ignore the calling thread (and so the child) for the call, and
+   * ada_pause_thread has the inline engine do the same. The cost: hooked functions that
+   * posix_spawn itself calls (mmap, sigprocmask, sigaction), or the child before its exec
+   * (sigaction for each signal), are not recorded, with either engine; the header counts
+   * the calls (paused_spawns) and the host says so. The old
    * versioned posix_spawn (GLIBC_2.2.5, for binaries linked before glibc 2.15) is not
    * covered, nor other C libraries (bionic's and musl's are untested).
    */
@@ -363,6 +407,8 @@ const AgentHooking = {
     this.spawnHooks = [];
     if (Process.platform !== 'linux')
       return;
+    this.pauseThread = new NativeFunction(this.cm.ada_pause_thread, 'pointer', []);
+    this.resumeThread = new NativeFunction(this.cm.ada_resume_thread, 'void', ['pointer']);
     for (const name of ['posix_spawn', 'posix_spawnp']) {
       const address = Module.findGlobalExportByName(name);
       const module = address === null ? null : Process.findModuleByAddress(address);
@@ -371,7 +417,12 @@ const AgentHooking = {
       const original = new NativeFunction(address, 'int', types, { traps: 'none' });
       const replacement = new NativeCallback((...args) => {
         counter.writeU32(counter.readU32() + 1);  /* under the JavaScript lock */
-        return original(...args);
+        const was = this.pauseThread();  /* the inline engine's ignore (ada_control.c) */
+        try {
+          return original(...args);
+        } finally {
+          this.resumeThread(was);
+        }
       }, 'int', types);
       this.spawnHooks.push(replacement);
       Interceptor.replace(address, replacement);

@@ -247,6 +247,35 @@ def test_a_jump_thunk_is_hooked_once(tmp_path, target_bin, engine):
     assert alone.manifest.document["hook_aliases"] == []
 
 
+def test_functions_frida_hooked_already_are_traced(tmp_path, target_bin, engine):
+    """Frida's own exception handling replaces sigaction and signal in every process it
+    attaches to. Traced, the program's calls of them are recorded, each once, its handlers
+    still run, and it ends well. The inline engine once moved Frida's jump into its stub,
+    and the program aborted at its first sigaction; it leaves such functions to the
+    Interceptor now, and says why."""
+    n = 200
+    s, out = trace(tmp_path, *engine, "-f", target_bin("inline_cases"), "handlers", n,
+                   "-i", "libc.so.6!sigaction", "-i", "libc.so.6!signal",
+                   "-i", "inline_cases!work", "-i", "inline_cases!in_handler", quiet=False)
+    assert out.stdout.splitlines()[0] == f"handler {2 * n}"
+    m = s.manifest.document
+    assert m["end"]["exit_status"] == 0 and m["end"]["crash"] is None
+    (ev,) = [t.index.events for t in s.threads]
+    assert_balanced(ev)
+    # glibc's signal() calls sigaction: n calls of it by main, n under signal()
+    for name, calls in [("sigaction", 2 * n), ("signal", n), ("work", n), ("in_handler", 2 * n)]:
+        kinds = function_events(s, name)[0]["event_kind"]
+        assert (np.count_nonzero(kinds == F.EVENT_CALL),
+                np.count_nonzero(kinds == F.EVENT_RETURN)) == (calls, calls), name
+    taken = {f["name"]: f["reason"] for f in m["hook_fallbacks"]}
+    if "inline" in engine:
+        assert set(taken) == {"sigaction", "signal"}
+        assert all("a hook outside every module" in why for why in taken.values())
+    else:
+        assert taken == {}
+    assert_verify_clean(s.path)
+
+
 def test_the_manifest_names_the_engine(tmp_path, target_bin):
     s, _ = trace(tmp_path, *INLINE, "-f", target_bin("exact_calls"), "10",
                  "-i", "exact_calls!work")

@@ -8,6 +8,9 @@
  *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
  *                 (ada leaves meanwhile, with a call open); main calls work() every ms
  *                 until then; prints "ok" after
+ *   handlers N    N times: sigaction(SIGUSR1), signal(SIGUSR2), work(), then raise each
+ *                 signal (their handlers call in_handler()); prints "handler <calls>"
+ *                 (Frida's own exception handling replaces sigaction and signal)
  *   spin GATE [T] T threads (2; at most 16) call work() in a tight loop until the file
  *                 GATE exists (ada patches work() while they run it, and puts it back);
  *                 prints "spinning", then "calls <n>"
@@ -156,6 +159,18 @@ int main(int argc, char **argv)
     sigaddset(&alarm, SIGALRM);
     sigprocmask(SIG_BLOCK, &alarm, NULL);  /* one may be pending: it stays so */
     timer_delete(timer);
+    printf("handler %ld\n", handled);
+  } else if (strcmp(how, "handlers") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    for (long i = 0; i < n; i++) {
+      sigaction(SIGUSR1, &sa, NULL);
+      signal(SIGUSR2, on_alarm);
+      work(i);
+      raise(SIGUSR1);
+      raise(SIGUSR2);
+    }
     printf("handler %ld\n", handled);
   } else if (strcmp(how, "altstack") == 0) {
     alternate.ss_size = 1 << 20;
