@@ -2,8 +2,9 @@
  * ada_control.c: what the agent's JavaScript calls (NativeFunction), never a hooked call:
  * ada_init once the region is mapped, ada_set_functions (the hooked functions' table),
  * ada_pause_thread and ada_resume_thread around a posix_spawn, the clocks (ada_clock_ns,
- * ada_clock_anchor, ada_clock_pair), the RPC transport's heartbeat, ada_wait_flag for a dying process's handover, and ada_layout(), the report of the shared
- * layout by name that the agent takes its offsets from and the host checks.
+ * ada_clock_anchor, ada_clock_pair), the RPC transport's heartbeat, ada_wait_flag for a
+ * dying process's handover, and ada_layout(), the report of the shared layout by name that
+ * the agent takes its offsets from and the host checks.
  */
 
 static void ada_thread_exit (gpointer value);
