@@ -259,8 +259,7 @@ const AgentHooking = {
       this.inline.hookAll(inlined.map(item), { trap: trapAll });
     const reasonOf = new Map(inlined.map((i, k) => [i, inlineReasons[k]]));
     const reasons = candidates.map(i => this.inline === null ? ''
-      : hookedElsewhere.has(i) ? 'its code starts with a jump to a hook outside every module ' +
-                                 "(Frida's own, or another tool's)"
+      : hookedElsewhere.has(i) ? 'hooked already at run time, by Frida itself or another tool'
       : reasonOf.get(i));
     const refused = [];  /* {i, reason, error}: neither the jumps nor the Interceptor took it */
     const heads = [];    /* {at, before}: code the Interceptor is about to change */
