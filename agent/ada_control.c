@@ -2,7 +2,7 @@
  * ada_control.c: what the agent's JavaScript calls (NativeFunction), never a hooked call:
  * ada_init once the region is mapped, ada_set_functions (the hooked functions' table),
  * ada_pause_thread and ada_resume_thread around a posix_spawn, the clocks (ada_clock_ns,
- * ada_clock_anchor, ada_clock_pair), the RPC transport's heartbeat, ada_wait_flag for a
+ * ada_clock_anchor, ada_clock_pair), the heartbeat (ada_heartbeat), ada_wait_flag for a
  * dying process's handover, and ada_layout(), the report of the shared layout by name that
  * the agent takes its offsets from and the host checks.
  */
@@ -100,7 +100,8 @@ ada_clock_anchor (guint64 * out)
   out[2] = ada_now ();
 }
 
-/* RPC transport: the host is alive (written on each pull, as the local drain does). */
+/* The host is alive: written on each pull of the RPC transport (as the local drain does),
+ * and as the host's hook() call goes (ada_hooking.js). */
 void
 ada_heartbeat (void)
 {

@@ -257,6 +257,7 @@ const AgentHooking = {
     const inlined = candidates.filter(i => !hookedElsewhere.has(i));
     const inlineReasons = this.inline === null ? [] :
       this.inline.hookAll(inlined.map(item), { trap: trapAll });
+    this.heartbeat();  /* see hook() */
     const reasonOf = new Map(inlined.map((i, k) => [i, inlineReasons[k]]));
     const reasons = candidates.map(i => this.inline === null ? ''
       : hookedElsewhere.has(i) ? 'hooked already at run time, by Frida itself or another tool'
@@ -281,6 +282,7 @@ const AgentHooking = {
       }
     });
     /* The last resort: a breakpoint hook (the inline engine, x86_64 Linux), a signal a call. */
+    this.heartbeat();  /* see hook() */
     const traps = this.inline === null || refused.length === 0 ? []
       : this.inline.hookAll(refused.map(r => item(r.i)), { trap: true });
     const failed = new Map();  /* index -> why no engine could hook it */
@@ -344,13 +346,23 @@ const AgentHooking = {
     return at;
   },
 
-  /* The functions resolve() found; from now on modules are hooked as they load. */
+  /*
+   * The functions resolve() found; from now on modules are hooked as they load. The host
+   * is alive while it waits for this call, and its drain starts only after it: the
+   * heartbeat is renewed as hooking goes (see _attach). Threads of a running program fill
+   * their rings as soon as their functions are hooked, and wait for room with the wait
+   * policy; with the last beat the host's at configuration (before the hot path was
+   * compiled), a slow attach (gcc and hooking on a loaded machine) passed the 2 s after
+   * which a waiting thread takes the host for gone and drops: one event a thread, counted.
+   */
   hook() {
+    this.heartbeat();
     Process.setExceptionHandler(details => this._onException(details));
     this._attachExitHooks();
     for (const module of Process.enumerateModules())
       this._watchRuntime(module);
     const result = this._attach(this.initial.functions, this.initial.triggers);
+    this.heartbeat();
     this.initial = null;
     this.hooked = true;
     this.live = true;

@@ -31,6 +31,7 @@ from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_err
 from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
 from .held import resume_and_release
 from .hooked import HookedFunctions
+from .leaving import tracer_of, wait_for_frida_to_leave
 from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
 from . import protocol
@@ -434,11 +435,17 @@ class Recorder:
 
     def _detach(self) -> None:
         self._unload_script()
+        if self.frida_session is None or self._detached:
+            return
+        # A local target must not exit while Frida cleans up after its agent (leaving.py).
+        local = self.device.type == "local" and self.pid is not None
+        tracer = tracer_of(self.pid) if local else None
         try:
-            if self.frida_session is not None and not self._detached:
-                self.frida_session.detach()
+            self.frida_session.detach()
         except FRIDA_ERRORS:
-            pass
+            return
+        if local:
+            wait_for_frida_to_leave(self.pid, tracer)
 
     def _unload_script(self) -> None:
         try:
