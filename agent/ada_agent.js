@@ -51,6 +51,7 @@ class AdaAgent {
     this.exitStatus = null;
     this.stringArgs = new Map();  /* functionId -> regs[] slots holding C strings */
     this.inline = null;      /* the inline hook engine (--hook-engine inline), or Frida's Interceptor */
+    this.hold = null;        /* the program's threads held while code is written (ThreadHold) */
     this.threads = null;     /* the hot path's ThreadState array */
   }
 
@@ -83,10 +84,14 @@ class AdaAgent {
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
     writeOwnCode(this.cm, L, state);
+    this.hold = new ThreadHold(this.cm);
+    this.hold.ready();  /* now: installing it ends the Interceptor's transaction (see run) */
     const engine = chooseEngine(config.hookEngine);
-    if (engine.name === 'inline')
+    if (engine.name === 'inline') {
       this.inline = inlineEngine(this.cm, L, state, plat.anonMapFlags,
                                  config.inlineVectors === 'save');
+      this.inline.hold = this.hold;
+    }
     const ticks = this.region.add(L['header.clock_ticks']).readU32() === 1;
     if (ticks)
       this._startClockPairs();

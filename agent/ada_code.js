@@ -198,3 +198,287 @@ function letThreadsPass(tids, capMs) {
     }
   }
 }
+
+/*
+ * The program's threads held still while ada writes code (Linux; ada_hold.c has why): each
+ * is sent a signal whose handler reports its pc and waits; ada writes once none of them is
+ * inside the bytes it replaces (the bytes after a range's first: a thread at its first
+ * byte runs the new instruction whole). One per agent, for both engines.
+ *
+ * Only threads on a CPU (or waiting for one) are asked: one asleep in the kernel runs no
+ * code, and the signal would cut its sleep short; where it will resume is checked instead.
+ * Threads that block the signal are not asked (a program's sigwait would take it); Frida's
+ * are not either (they may hold the locks the writer needs). A thread asked that has not
+ * stopped after HOLD_WAIT_MS is not waited for; one inside the bytes after HOLD_TRIES asks
+ * is written around (`inside` in run()). Each is counted in `stats`, which ada reports.
+ */
+const HOLD_WAIT_MS = 300;
+const HOLD_TRIES = 50;
+const HOLD_SETTLE_MS = 50;
+const HOLD_FIRST_SIGNAL = 64;  /* SIGRTMAX on Linux; down to HOLD_LAST_SIGNAL, the first nobody handles */
+const HOLD_LAST_SIGNAL = 40;
+
+class ThreadHold {
+  constructor(cm) {
+    this.cm = cm;
+    this.problem = cm.ada_hold_install === undefined ? `no thread hold on ${Process.platform}` : undefined;
+    this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0 };
+    this.keep = [];
+  }
+
+  /* A NativeFunction of the hold that keeps the JavaScript lock: a cooperative call ends
+   * the Interceptor's transaction, which would write its hooks before the threads hold. */
+  _fn(name, ret, args) {
+    return new NativeFunction(this.cm[name], ret, args, { scheduling: 'exclusive' });
+  }
+
+  /* null once the handler is in, else why there is no hold (then code is written as before). */
+  ready() {
+    if (this.problem !== undefined)
+      return this.problem;
+    this.ask = this._fn('ada_hold_ask', 'int', ['pointer', 'uint32', 'int', 'uint32']);
+    this.pc = this._fn('ada_hold_pc', 'uint64', ['uint32']);
+    this.end = this._fn('ada_hold_end', 'uint32', []);
+    this.write = this._fn('ada_hold_write', 'void', ['pointer', 'uint32']);
+    this.nap = this._fn('ada_hold_nap', 'void', ['uint32']);
+    this.tasks = this._fn('ada_hold_tasks', 'uint32', ['pointer', 'uint32']);
+    const disposition = this._fn('ada_hold_disposition', 'int', ['int']);
+    const install = this._fn('ada_hold_install', 'int', ['int', 'pointer']);
+    const restorer = Process.arch === 'x64' ? signalRestorer() : NULL;
+    this.problem = 'no real-time signal is free (every one has a handler)';
+    for (let s = HOLD_FIRST_SIGNAL; s >= HOLD_LAST_SIGNAL; s--) {
+      if (disposition(s) === 0 && install(s, restorer) === 0) {
+        this.signal = s;
+        this.problem = null;
+        break;
+      }
+    }
+    return this.problem;
+  }
+
+  /*
+   * The program's threads now, {ids, blocking, sleeping}: /proc/self/task less Frida's and
+   * this one. Only those on a CPU, or waiting for one, are asked (`ids`): a signal would cut
+   * a sleep short (EINTR), and a thread asleep in the kernel runs no code; where it will
+   * resume is read instead (`sleeping`, see _resumesAt). Those that block the signal are
+   * not asked either; `blocking` counts those of them still on a CPU after up to
+   * HOLD_SETTLE_MS (Frida's thread that loaded its agent is not cloaked, blocks every
+   * signal, and wakes briefly as messages come and go).
+   */
+  _programThreads(self) {
+    const buffer = Memory.alloc(4 * 4096);
+    const n = this.tasks(buffer, 4096);
+    const ids = [], sleeping = [];
+    let awake = [];
+    for (let i = 0; i < n; i++) {
+      const tid = buffer.add(4 * i).readU32();
+      if (tid === self || Cloak.hasThread(tid))
+        continue;
+      const state = this._state(tid);
+      if (state === null)
+        continue;
+      if (!state.runnable)
+        sleeping.push(tid);
+      else if (state.blocks)
+        awake.push(tid);
+      else
+        ids.push(tid);
+    }
+    for (let waited = 0; awake.length > 0 && waited < HOLD_SETTLE_MS; waited++) {
+      this.nap(1000);
+      awake = awake.filter(tid => {
+        const state = this._state(tid);
+        return state !== null && state.runnable;
+      });
+    }
+    return { ids, blocking: awake.length, sleeping };
+  }
+
+  /* Thread tid's {runnable (on a CPU or waiting for one), blocks (the signal: SigBlk)}, from
+   * its status; null if it is gone. */
+  _state(tid) {
+    let text;
+    try {
+      text = File.readAllText(`/proc/self/task/${tid}/status`);
+    } catch (e) {
+      return null;
+    }
+    const mask = /\nSigBlk:\s*([0-9a-f]+)/.exec(text);
+    const state = /\nState:\s*(\S)/.exec(text);
+    let blocks = false;
+    if (mask !== null) {
+      const digit = mask[1].length - 1 - Math.floor((this.signal - 1) / 4);
+      blocks = digit >= 0 && (parseInt(mask[1][digit], 16) & (1 << ((this.signal - 1) % 4))) !== 0;
+    }
+    return { runnable: state === null || state[1] === 'R', blocks };
+  }
+
+  /* Where a thread asleep in the kernel resumes (its pc, the last field of
+   * /proc/self/task/TID/syscall); null where that does not say (it is running again). */
+  _resumesAt(tid) {
+    try {
+      const fields = File.readAllText(`/proc/self/task/${tid}/syscall`).trim().split(' ');
+      const pc = fields[fields.length - 1];
+      return pc.startsWith('0x') ? ptr(pc) : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  /* Ask threads `tids` to hold (first: a new hold); how many of all asked are held, or -1. */
+  _ask(tids, first) {
+    const buffer = Memory.alloc(4 * Math.max(1, tids.length));
+    tids.forEach((tid, i) => buffer.add(4 * i).writeU32(tid));
+    return this.ask(buffer, tids.length, first ? 1 : 0, HOLD_WAIT_MS);
+  }
+
+  /*
+   * Call write(inside) while the program's threads are held: ranges [{at, size}] are the
+   * bytes about to change; `inside` is the set of indexes of those a held thread stayed
+   * inside of through HOLD_TRIES asks (write around them). Without a hold (ready() says
+   * why), write(new Set()) straight away. Returns `inside`.
+   */
+  run(ranges, write) {
+    if (ranges.length === 0 || this.ready() !== null) {
+      write(new Set());
+      return new Set();
+    }
+    const self = Process.getCurrentThreadId();
+    this.stats.holds++;
+    for (let attempt = 1; ; attempt++) {
+      this.stats.asks++;
+      const asked = [];
+      let held = 0, now = this._programThreads(self), fresh = now.ids;
+      do {  /* again until no thread is new: a held thread starts none */
+        held = this._ask(fresh, asked.length === 0);
+        if (held < 0) {  /* the program took the signal: no hold from now on */
+          this.problem = `the program took signal ${this.signal}`;
+          this.end();
+          write(new Set());
+          return new Set();
+        }
+        asked.push(...fresh);
+        const known = new Set(asked);
+        now = this._programThreads(self);
+        fresh = now.ids.filter(tid => !known.has(tid));
+      } while (fresh.length > 0);
+      const inside = new Set();
+      const known = new Set(asked);
+      const pcs = asked.map((tid, k) => ptr(this.pc(k)))
+        .concat(now.sleeping.filter(tid => !known.has(tid)).map(tid => this._resumesAt(tid)));
+      for (const pc of pcs) {
+        if (pc === null || pc.isNull())
+          continue;
+        ranges.forEach((r, i) => {
+          if (pc.compare(r.at) > 0 && pc.compare(r.at.add(r.size)) < 0)
+            inside.add(i);
+        });
+      }
+      if (inside.size === 0 || attempt === HOLD_TRIES) {
+        try {
+          write(inside);
+        } finally {
+          this.stats.wentOn += this.end();
+        }
+        this.stats.notHeld += asked.length - held + now.blocking;
+        this.stats.inside += inside.size;
+        return inside;
+      }
+      this.end();
+      this.nap(1000);  /* let them run out of those bytes (not Thread.sleep: see _fn) */
+    }
+  }
+
+  /* Write items' bytes ({at, bytes}) while held: the pages made writable first, so that the
+   * threads wait only for the copy. Returns the items left unwritten (see run's `inside`).
+   * Where pages cannot be made writable and executable at once, Memory.patchCode writes
+   * them, still held. */
+  writeCode(items) {
+    if (items.length === 0)
+      return [];
+    const pageSize = Process.pageSize;
+    const pages = new Map();  /* page -> its protection before */
+    for (const { at, bytes } of items) {
+      const first = at.and(ptr(pageSize - 1).not());
+      const last = at.add(bytes.byteLength - 1).and(ptr(pageSize - 1).not());
+      for (let p = first; p.compare(last) <= 0; p = p.add(pageSize)) {
+        if (!pages.has(p.toString())) {
+          const range = Process.findRangeByAddress(p);
+          pages.set(p.toString(), range === null ? 'r-x' : range.protection);
+        }
+      }
+    }
+    const writable = [];
+    let ok = true;
+    for (const p of pages.keys()) {
+      try {
+        ok = Memory.protect(ptr(p), pageSize, 'rwx');
+      } catch (e) {
+        ok = false;
+      }
+      if (!ok)
+        break;
+      writable.push(p);
+    }
+    const ranges = items.map(({ at, bytes }) => ({ at, size: bytes.byteLength }));
+    let skipped;
+    if (ok) {
+      const entries = Memory.alloc(24 * items.length);
+      const copies = items.map(({ bytes }) => {
+        const copy = Memory.alloc(bytes.byteLength);
+        copy.writeByteArray(bytes);
+        return copy;
+      });
+      skipped = this.run(ranges, inside => {
+        let n = 0;
+        items.forEach(({ at, bytes }, i) => {
+          if (inside.has(i))
+            return;
+          entries.add(24 * n).writePointer(at);
+          entries.add(24 * n + 8).writePointer(copies[i]);
+          entries.add(24 * n + 16).writeU64(bytes.byteLength);
+          n++;
+        });
+        if (this.problem === null)
+          this.write(entries, n);
+        else  /* no hold: as before it, one store where the bytes fit a word */
+          items.forEach((item, i) => {
+            if (!inside.has(i))
+              putCodeBytes(item.at, item.at, item.bytes);
+          });
+      });
+    }
+    for (const p of writable)
+      Memory.protect(ptr(p), pageSize, pages.get(p));
+    if (!ok)
+      skipped = this.run(ranges, inside =>
+        patchMany(items.filter((item, i) => !inside.has(i)), (mem, item) => putCodeBytes(mem, item.at, item.bytes)));
+    return items.filter((item, i) => skipped.has(i));
+  }
+
+  /* The handler out (after the last hold: ada leaves). */
+  remove() {
+    if (this.problem === null)
+      this._fn('ada_hold_remove', 'void', [])();
+    this.problem = 'ada left';
+  }
+}
+
+/* `mov rax, 15 (rt_sigreturn); syscall` (x86_64 Linux): the code a signal handler ada
+ * installs returns through, the bytes unwinders recognise a signal frame by. Its page is
+ * never unmapped: a thread may return through it just after ada has left. */
+let restorerPage = null;
+
+function signalRestorer() {
+  if (restorerPage === null) {
+    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64'], { scheduling: 'exclusive' });
+    const page = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);  /* rw, MAP_PRIVATE | MAP_ANONYMOUS */
+    if (page.equals(ptr(-1)))
+      throw new Error('cannot map a page for a signal handler');
+    page.writeByteArray([0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
+    Memory.protect(page, Process.pageSize, 'r-x');
+    restorerPage = page;
+  }
+  return restorerPage;
+}

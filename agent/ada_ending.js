@@ -235,7 +235,8 @@ const AgentEnding = {
   /* ada stops the recording: it drains what is left, and unloads this script. */
   stopByHost() {
     this.stoppedByHost = true;
-    return this.stop();
+    this.stop();
+    return { hold: this.hold !== null ? Object.assign({}, this.hold.stats) : null };
   },
 
   stop() {
@@ -255,6 +256,8 @@ const AgentEnding = {
         this._leaveInline();
       this.hooked = false;
     }
+    if (this.hold !== null)
+      this.hold.remove();
     if (this.cm !== null && this.finiFn === undefined) {
       this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
       this.finiFn();

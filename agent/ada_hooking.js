@@ -25,6 +25,25 @@ function chooseEngine(asked) {
   return { name: 'inline', why: 'auto: the inline engine on x86_64 Linux' };
 }
 
+/* Why a function was not hooked: its first bytes held a thread each time ada looked. */
+const THREAD_INSIDE = 'a thread was inside its first bytes each time ada looked (asleep in a ' +
+  'system call there, most likely): a jump written there would have crashed it';
+
+/* How many bytes at `at` Frida's Interceptor overwrites: on x86_64 the instructions that
+ * make room for its 5-byte jump (unless its trampoline is out of a jump's reach); 16. */
+function interceptorPatchSize(at) {
+  if (Process.arch !== 'x64')
+    return 16;
+  let size = 0;
+  try {
+    while (size < 5)
+      size += Instruction.parse(at.add(size)).size;
+  } catch (e) {
+    return 16;
+  }
+  return size;
+}
+
 /*
  * The inline hook engine for this CPU (ada_inline_<arch>.js), or one line on why not.
  */
@@ -268,8 +287,9 @@ const AgentHooking = {
       const f = functions[i];
       try {
         if (reasons[k] !== null) {
-          heads.push({ at: code[i], before: readCode(code[i]) });
-          Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId));
+          const before = readCode(code[i]);
+          heads.push({ at: code[i], before, i,
+                       listener: Interceptor.attach(ptr(f.address), callbacks, ptr(f.functionId)) });
           if (this.inline !== null)
             fallbacks.push({ name: f.name, module: f.module, address: f.address, reason: reasons[k] });
         } else if (trapAll) {
@@ -281,11 +301,21 @@ const AgentHooking = {
         refused.push({ i, reason: this.inline !== null ? reasons[k] : null, error: e.message });
       }
     });
+    const failed = new Map();  /* index -> why no engine could hook it */
+    for (const { i } of this._flushInterceptor(heads)) {
+      const f = functions[i];
+      failed.set(i, THREAD_INSIDE);
+      this.hookedAddresses.delete(f.address);
+      this.codeOwners.delete(code[i].toString());
+      const fallback = fallbacks.findIndex(x => x.address === f.address);
+      if (fallback >= 0)
+        fallbacks.splice(fallback, 1);
+      failures.push({ name: f.name, module: f.module, address: f.address, error: THREAD_INSIDE });
+    }
     /* The last resort: a breakpoint hook (the inline engine, x86_64 Linux), a signal a call. */
     this.heartbeat();  /* see hook() */
     const traps = this.inline === null || refused.length === 0 ? []
       : this.inline.hookAll(refused.map(r => item(r.i)), { trap: true });
-    const failed = new Map();  /* index -> why no engine could hook it */
     refused.forEach(({ i, reason, error }, k) => {
       const f = functions[i];
       if (traps[k] === null) {
@@ -308,20 +338,45 @@ const AgentHooking = {
       }
     }
     const hooked = functions.length - failures.length;
+    const triggerHeads = [];
     const onTrigger = { onEnter: this.cm.ada_on_trigger };
     for (const t of triggers) {
       try {
         const at = this._resolveRedirects(ptr(t.address));
-        heads.push({ at, before: readCode(at) });
-        Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId));
+        const before = readCode(at);
+        triggerHeads.push({ at, before, t,
+                            listener: Interceptor.attach(ptr(t.address), onTrigger, ptr(t.triggerId)) });
       } catch (e) {
         failures.push({ name: t.name, module: t.module, address: t.address, error: e.message,
                         trigger: true });
       }
     }
-    Interceptor.flush();
-    this._noteInterceptorHeads(heads);
+    for (const { t } of this._flushInterceptor(triggerHeads))
+      failures.push({ name: t.name, module: t.module, address: t.address, error: THREAD_INSIDE,
+                      trigger: true });
+    this._noteInterceptorHeads(heads.concat(triggerHeads));
     return { hooked, failures, fallbacks, aliases, breakpoints };
+  },
+
+  /*
+   * The Interceptor writes the jumps of the attaches before it as its transaction ends
+   * (Interceptor.flush, or the next call that leaves the JavaScript lock: nothing between
+   * the attaches and here may): with the program's threads held (ThreadHold), none of them
+   * inside the bytes it replaces. Frida's jump (x86_64) covers whole instructions, 5 bytes
+   * or more, the rest padded; elsewhere up to 16 bytes. heads: {at, listener} each. A head
+   * a thread stays inside of (asleep in a system call there) is let go unwritten: the heads
+   * of those are returned (THREAD_INSIDE).
+   */
+  _flushInterceptor(heads) {
+    const ranges = heads.map(({ at }) => ({ at, size: interceptorPatchSize(at) }));
+    const inside = this.hold.run(ranges, inside => {
+      for (const k of inside)
+        heads[k].listener.detach();
+      Interceptor.flush();
+    });
+    const left = heads.filter((h, k) => inside.has(k));
+    heads.splice(0, heads.length, ...heads.filter((h, k) => !inside.has(k)));
+    return left;
   },
 
   /*
@@ -370,7 +425,7 @@ const AgentHooking = {
     this.pending = [];
     for (const module of pending)
       this._moduleAdded(module);
-    return result;
+    return Object.assign(result, { hold: Object.assign({}, this.hold.stats) });
   },
 
   /* A module loaded (or, before hook(), one the initial pass may not have seen). */
@@ -530,7 +585,7 @@ const AgentHooking = {
     const heads = this.interceptorHeads.splice(0);
     if (heads.length === 0)
       return;
-    patchMany(heads, (mem, h) => putCodeBytes(mem, h.at, h.bytes));
+    this.hold.writeCode(heads);
     const L = this.layout, tids = [];
     for (let slot = 0; slot < this._registered(); slot++)
       tids.push(this.threads.add(slot * L['agent.sizeof_thread_state'] + L['agent.thread_tid']).readU32());

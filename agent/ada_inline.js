@@ -61,6 +61,7 @@ class InlineHooks {
     this.traps = [];   /* breakpoint hooks {at, stub} (see _publishTraps) */
     this.trapTables = [];  /* every table published: a thread may still read an old one */
     this.trapProblem = undefined;  /* null once the SIGTRAP handler is in; else why not */
+    this.hold = null;  /* the ThreadHold the patches go in under (the agent's; see hookAll) */
     this.vector = this._map(NULL, Process.pageSize, INLINE_PAGE_RW);
     this.vector.writePointer(cm.ada_inline_enter);
     this.vector.add(8).writePointer(cm.ada_inline_leave);
@@ -145,10 +146,13 @@ class InlineHooks {
   /*
    * Hook functions: items {code (the code it runs, past any jump thunk), functionId,
    * address}; for each, null when done, else why it cannot be (the caller leaves it to
-   * Frida's Interceptor). The stubs are written first, then the functions' first bytes
-   * (each CPU's _plan, _putStub, _headBytes, _putHead), each in a few Memory.patchCode
-   * calls for the lot (patchMany). With `trap`, the last resort for functions neither
-   * engine could take: a breakpoint hook (each CPU's _planTrap), a signal per call.
+   * Frida's Interceptor). The stubs are written first (each CPU's _plan, _putStub; a few
+   * Memory.patchCode calls for the lot: patchMany), then the functions' first bytes (each
+   * CPU's _headBytes) with the program's threads held (ThreadHold.writeCode: none runs
+   * those bytes as they change, none resumes inside them). The bytes after a head stay as
+   * they were: a thread past the head runs them as it would have. With `trap`, the last
+   * resort for functions neither engine could take: a breakpoint hook (each CPU's
+   * _planTrap), a signal per call.
    */
   hookAll(items, { trap = false } = {}) {
     const reasons = items.map(() => null);
@@ -193,7 +197,8 @@ class InlineHooks {
     const done = [];
     for (const round of rounds) {
       const go = round.filter(p => reasons[p.plan.index] === null);
-      patchMany(go, (mem, p) => this._putHead(mem, p.at, p.bytes));
+      for (const p of this.hold.writeCode(go))
+        p.error = 'a thread stayed inside its first bytes while ada hooked it';
       for (const p of go) {
         if (p.error !== undefined)
           reasons[p.plan.index] = p.error;
@@ -272,7 +277,7 @@ class InlineHooks {
     const hooks = this.hooks.splice(0);
     const last = hooks.reduce((m, h) => Math.max(m, h.round), 0);
     for (let round = last; round >= 0; round--)  /* heads first: then nothing leads on */
-      patchMany(hooks.filter(h => h.round === round), (mem, h) => this._putHead(mem, h.at, h.bytes));
+      this.hold.writeCode(hooks.filter(h => h.round === round));
   }
 
   /* The stubs stop calling the agent (see the opening comment). */

@@ -201,10 +201,4 @@ class InlineHooksArm64 extends InlineHooks {
     this.scratch.writeU32((0x14000000 | ((distance >> 2) & 0x3ffffff)) >>> 0);
     return this.scratch.readByteArray(4);
   }
-
-  /* The function's first instruction (`b stub`, or the original back), written at mem
-   * (where target is writable): one aligned store. */
-  _putHead(mem, target, head) {
-    mem.writeU32(new DataView(head).getUint32(0, true));
-  }
 }

@@ -339,7 +339,7 @@ class InlineHooksX64 extends InlineHooks {
    * thread on to the stub: a signal's round trip per call.
    */
   _planTrap(code) {
-    const problem = this._trapHandler(() => this._restorer());
+    const problem = this._trapHandler(signalRestorer);
     if (problem !== null)
       return problem;
     let target = code;
@@ -351,16 +351,6 @@ class InlineHooksX64 extends InlineHooks {
     if (scan.sizes.length === 0)
       return 'its first instruction cannot be relocated';
     return { target, length: scan.sizes[0], headSize: 1, trap: true };
-  }
-
-  /* `mov rax, 15 (rt_sigreturn); syscall`: what a signal handler returns through, the
-   * bytes unwinders recognise a signal frame by. */
-  _restorer() {
-    const at = this._take(null, 16);
-    Memory.patchCode(at, 16, code => {
-      code.writeByteArray([0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
-    });
-    return at;
   }
 
   /* The entry stub and trampoline of `plan` (see the opening comment), written at mem. */
@@ -420,17 +410,6 @@ class InlineHooksX64 extends InlineHooks {
     const head = { at: plan.target, bytes: this._headBytes(plan) };
     return plan.slot === undefined ? [head]
       : [{ at: plan.slot, bytes: this._jmpBytes(plan.slot, plan.stub) }, head];
-  }
-
-  /*
-   * The bytes at `target` (a jump, or the original bytes back), written at mem (where
-   * target is writable), in one store where they fit an aligned word (putCodeBytes: a
-   * function starts 16-byte aligned without an endbr64). The rest of the relocated
-   * instructions stay as they were (a thread that entered before, and is past the first
-   * bytes, runs them as it would have).
-   */
-  _putHead(mem, target, head) {
-    putCodeBytes(mem, target, head);
   }
 
   /*

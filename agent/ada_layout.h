@@ -325,6 +325,24 @@ typedef struct
 
 #define ADA_FRIDA_TIDS 64
 
+/* The program's threads held while ada writes code (ada_hold.c): the threads asked, where
+ * each was, and the gate they wait at. */
+#define ADA_HOLD_THREADS 1024
+
+typedef struct
+{
+  volatile guint32 gate;      /* 1: held threads wait; 0: they go on */
+  volatile guint32 count;     /* tids[] entries */
+  volatile guint32 inside;    /* threads in ada_hold_stop now */
+  volatile guint32 escaped;   /* held threads that went on by themselves (ADA_HOLD_MAX_NS) */
+  guint32 signal;             /* the signal ada_hold_stop handles; 0: not installed */
+  guint32 reserved;
+  guint64 deadline_ns;        /* held threads go on by themselves after this */
+  guint32 tids[ADA_HOLD_THREADS];
+  volatile guint32 seen[ADA_HOLD_THREADS];  /* 1: held; 2: gone; 0: not yet */
+  guint64 pcs[ADA_HOLD_THREADS];            /* where each held thread resumes */
+} AdaHold;
+
 typedef struct
 {
   gsize tls_key;
@@ -366,6 +384,7 @@ typedef struct
   void (* on_exit) (gint status);  /* the agent's exit handler (JavaScript): see ada_on_exit */
   guint64 vector_mask;        /* x86_64: the xsave components ADA_FOREIGN keeps; 0: fxsave */
   guint32 vector_bytes;       /* x86_64: ADA_FOREIGN's buffer, alignment included */
+  AdaHold hold;               /* see ada_hold.c */
 } AdaState;
 
 extern AdaState ada_state;

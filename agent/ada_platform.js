@@ -83,6 +83,15 @@ function hotPathDefines(platform, arch, facts) {
   defines.push(`#define ADA_SAFE_READ_SYSCALL ${arch === 'x64' ? 310 : 270}`);  /* process_vm_readv */
   defines.push('#define ADA_ANON_MAP_FLAGS 0x4022');  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
   defines.push('#define ADA_SIG_SETMASK 2');
+  /* the threads held while code is written (ada_hold.c): its signal's system calls, and
+   * where the pc sits in the ucontext the kernel hands a handler */
+  defines.push('#define ADA_HOLD_SIGNAL 1');
+  const x64 = arch === 'x64';
+  defines.push(`#define ADA_TGKILL_SYSCALL ${x64 ? 234 : 131}`);
+  defines.push(`#define ADA_RT_SIGACTION_SYSCALL ${x64 ? 13 : 134}`);
+  defines.push(`#define ADA_FUTEX_SYSCALL ${x64 ? 202 : 98}`);
+  defines.push(`#define ADA_NANOSLEEP_SYSCALL ${x64 ? 35 : 101}`);
+  defines.push(`#define ADA_UC_PC ${x64 ? 168 : 440}`);  /* gregs[REG_RIP]; uc_mcontext.pc */
   if (facts.glibc)
     defines.push('#define ADA_TLS_GLIBC 1');  /* a thread's pthread keys at %fs (ada_tls_get) */
   return defines;

@@ -133,6 +133,36 @@ def test_a_running_program_recorded_twice(tmp_path, target_bin, engine):
         assert s.manifest.document["drops"]["index"] == 0
 
 
+def test_hooks_go_in_and_out_while_threads_run_the_first_bytes(tmp_path, target_bin, engine):
+    """Two threads call framed() in a tight loop; its prologue has instructions starting
+    inside the 5 bytes a jump replaces. Ada hooks it and puts it back eight times while they
+    run. Writing those bytes while a thread runs them (half old, half new), or with a thread
+    stopped between two of them (it resumes inside the jump), crashed the program: 5 of 20
+    attaches with the inline engine and 1 of 20 with Frida's before the threads were held
+    (ThreadHold, agent/ada_code.js). So this fails most runs without the hold with the inline
+    engine, some runs with Frida's."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate, "2", "framed"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc) == "spinning\n"
+        for k in range(8):
+            s = trace(tmp_path / str(k), *engine, "-p", proc.pid, "-i", "inline_cases!framed",
+                      "--duration", "0.3")[0]
+            m = s.manifest.document
+            assert m["end"]["crash"] is None and proc.poll() is None, f"recording {k + 1}"
+            assert sum(len(ev) for ev in function_events(s, "framed").values()) > 0
+            hold = m["thread_hold"]
+            assert hold["holds"] >= 2 and hold["threads_not_held"] == 0, hold
+            assert hold["threads_went_on"] == 0 and hold["written_around"] == 0, hold
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+        assert int(proc.stdout.read().split()[1]) > 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
     """Frida's Interceptor frees a function's trampoline as it puts the function back, and a
     thread that has taken the jump into it but was preempted before the trampoline counted it

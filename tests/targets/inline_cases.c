@@ -11,9 +11,9 @@
  *   handlers N    N times: sigaction(SIGUSR1), signal(SIGUSR2), work(), then raise each
  *                 signal (their handlers call in_handler()); prints "handler <calls>"
  *                 (Frida's own exception handling replaces sigaction and signal)
- *   spin GATE [T] T threads (2; at most 16) call work() in a tight loop until the file
- *                 GATE exists (ada patches work() while they run it, and puts it back);
- *                 prints "spinning", then "calls <n>"
+ *   spin GATE [T] [F]  T threads (2; at most 16) call work(), or framed() with F "framed",
+ *                 in a tight loop until the file GATE exists (ada patches it while they run
+ *                 it, and puts it back); prints "spinning", then "calls <n>"
  * Every function is noinline and exported (-rdynamic). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -42,6 +42,19 @@ __attribute__((noinline)) long work(long x)
   sink += x;
   return x * 2;
 }
+
+/* A frame's prologue: instructions start inside the first 5 bytes (x86_64: push 1 byte,
+ * mov 3), where a hook's jump goes: a thread stopped there resumes inside the jump. */
+long framed(long x);
+#if defined(__aarch64__)
+__asm__(".globl framed\n.type framed, %function\nframed:\n"
+        "  stp x29, x30, [sp, #-16]!\n  mov x29, sp\n  add x0, x0, x0\n"
+        "  ldp x29, x30, [sp], #16\n  ret\n.size framed, .-framed\n");
+#else
+__asm__(".globl framed\n.type framed, @function\nframed:\n"
+        "  push %rbp\n  mov %rsp, %rbp\n  lea (%rdi,%rdi,1), %rax\n"
+        "  pop %rbp\n  ret\n.size framed, .-framed\n");
+#endif
 
 long thunk(long x);
 #if defined(__aarch64__)
@@ -113,13 +126,14 @@ static void *parked(void *arg)  /* inside park() most of the time, in calls ada 
 }
 
 static volatile long spun[16];
+static long (*volatile spun_function)(long) = work;
 
 static void *spin(void *arg)
 {
   volatile long *count = arg;
   while (access(gate, F_OK) != 0)
     for (int i = 0; i < 10000; i++)
-      *count += 1 + (work(i) & 0);
+      *count += 1 + (spun_function(i) & 0);
   return NULL;
 }
 
@@ -205,6 +219,8 @@ int main(int argc, char **argv)
     pthread_t t[16];
     if (threads < 1 || threads > 16)
       return 2;
+    if (argc > 4 && strcmp(argv[4], "framed") == 0)
+      spun_function = framed;
     for (int i = 0; i < threads; i++)
       pthread_create(&t[i], NULL, spin, (void *) &spun[i]);
     printf("spinning\n");

@@ -13,8 +13,8 @@ from importlib import resources
 AGENT_SCRIPTS = ("ada_messages.js", "ada_selection.js", "ada_code.js", "ada_inline.js",
                  "ada_inline_x64.js", "ada_inline_arm64.js", "ada_platform.js", "ada_hooking.js",
                  "ada_transport.js", "ada_ending.js", "ada_agent.js")  # one script, in order
-HOT_PATH_SOURCES = ("ada_layout.h", "ada_platform.c", "ada_control.c", "ada_rings.c",
-                    "ada_interceptor.c", "ada_inline.c", "ada_watch.c")  # one C source, in order
+HOT_PATH_SOURCES = ("ada_layout.h", "ada_platform.c", "ada_control.c", "ada_hold.c",
+                    "ada_rings.c", "ada_interceptor.c", "ada_inline.c", "ada_watch.c")  # one C source, in order
 
 
 def _joined(names: tuple[str, ...]) -> str:

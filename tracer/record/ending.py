@@ -100,6 +100,27 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
     return lost, warnings
 
 
+def hold_warnings(stats: dict[str, Any] | None) -> list[str]:
+    """What went less than right while ada held the program's threads to write code
+    (agent/ada_code.js, ThreadHold): each a chance of the crash the hold is there to stop."""
+    if not stats:
+        return []
+    out = []
+    if stats.get("notHeld"):
+        out.append(f"{stats['notHeld']:,} time(s) a thread of the program was not held while ada "
+                   "wrote code (it blocked ada's signal, or did not stop within 300 ms): had it "
+                   "run the bytes being written, it would have crashed")
+    if stats.get("wentOn"):
+        out.append(f"{stats['wentOn']:,} time(s) a held thread went on before ada had written "
+                   "(held for more than a second: ada waited on a lock it held)")
+    if stats.get("inside"):
+        out.append(f"{stats['inside']:,} time(s) a thread stayed inside the first bytes of a "
+                   "function ada was about to hook, each of the 50 times it looked: the inline "
+                   "engine leaves such a function to the Interceptor, and the Interceptor "
+                   "leaves it unhooked (hook_failures names it)")
+    return out
+
+
 def side_effects(summary: dict[str, Any], function_name: Callable[[int], str | None],
                  engine: str = "frida", region: str | None = "file") -> list[str]:
     """What the target went through because of the hooks or the rings, in ada's words

@@ -45,6 +45,7 @@ class RecordingFacts:
     origin: str | None = None  # None for the target; "fork", "exec", ... for the others
     children: list[dict[str, Any]] | None = None  # {"pid", "origin", "followed"} seen
     clock_anchors: list[dict[str, Any]] | None = None  # {"at", "clock_ns", "realtime_ns", ...}
+    thread_hold: dict[str, int] | None = None  # the agent's ThreadHold.stats (None: no hold)
 
 
 def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str, Any] | None,
@@ -96,6 +97,7 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "hook_breakpoints": facts.hooked.get("breakpoints", []),
         "hook_breakpoint_calls": drain.get("trap_calls", 0),
         "hook_paused_spawns": drain.get("paused_spawns", 0),
+        "thread_hold": thread_hold(facts.thread_hold),
         "never_matched": facts.never_matched,
         "options": {"selection": o.selection, "duration_s": o.duration_s, "on_full": o.on_full,
                     "max_threads": o.max_threads, "ring_events": o.ring_events,
@@ -111,6 +113,17 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
                 "undelivered_detail_bytes": facts.undelivered[1] if facts.undelivered
                 else None},
     }
+
+
+def thread_hold(stats: dict[str, int] | None) -> dict[str, int] | None:
+    """The agent's counts of its thread holds (ada_code.js, ThreadHold), in the manifest's
+    words; None where the agent had no hold (another OS, or every real-time signal taken)."""
+    if stats is None:
+        return None
+    return {"holds": stats.get("holds", 0), "asks": stats.get("asks", 0),
+            "threads_not_held": stats.get("notHeld", 0),
+            "threads_went_on": stats.get("wentOn", 0),
+            "written_around": stats.get("inside", 0)}
 
 
 def modules_and_symbols(functions: list[dict[str, Any]],

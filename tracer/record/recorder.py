@@ -28,7 +28,7 @@ from ..errors import TracerError
 from ..symbols.modules import string_slots
 from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
-from .ending import EXPECTED_ENDS, TargetEnd, losses, side_effects
+from .ending import EXPECTED_ENDS, TargetEnd, hold_warnings, losses, side_effects
 from .held import resume_and_release
 from .hooked import HookedFunctions
 from .leaving import tracer_of, wait_for_frida_to_leave
@@ -94,6 +94,7 @@ class Recorder:
         self.pipeline: Pipeline | None = None  # built whole once the agent is configured
         self.agent_info: dict[str, Any] = {}
         self.clock_anchors: list[dict[str, Any]] = []  # recording clock vs. wall clock
+        self.thread_hold: dict[str, int] | None = None  # the agent's ThreadHold.stats, latest
         self._late_functions: list[list[dict[str, Any]]] = []  # hooked as modules loaded
         self.hooked = HookedFunctions(options.selection, options.triggers, warn)
         self.transport = resolve_transport(options.transport, device)
@@ -269,6 +270,7 @@ class Recorder:
         self._check_matches(found)
         self._string_args(found["functions"])
         hooked = api.hook()
+        self.thread_hold = hooked.get("hold")
         self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"],
                         hooked.get("fallbacks"), hooked.get("aliases"), hooked.get("breakpoints"))
         if found["functions"] and hooked["hooked"] == 0:
@@ -361,9 +363,12 @@ class Recorder:
             except FRIDA_ERRORS:
                 pass  # the process is gone: the start's anchor stays
             try:
-                self.script.exports_sync.stop()
+                stopped = self.script.exports_sync.stop()
+                if isinstance(stopped, dict) and stopped.get("hold") is not None:
+                    self.thread_hold = stopped["hold"]
             except FRIDA_ERRORS as e:
                 warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
+            warnings.extend(hold_warnings(self.thread_hold))
         never = self.hooked.never_matched(hints=True)
         if never:
             warnings.append(f"never matched: {'; '.join(never)}")
@@ -430,7 +435,7 @@ class Recorder:
             end_reason=end_reason or self.stop_reason, crash=self.end.crash,
             exit_status=self.end.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children,
-            clock_anchors=self.clock_anchors)
+            clock_anchors=self.clock_anchors, thread_hold=self.thread_hold)
         return build_manifest(facts, summaries.drain, summaries.sink, summaries.transport)
 
     def _detach(self) -> None:

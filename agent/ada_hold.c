@@ -1,0 +1,287 @@
+/*
+ * ada_hold.c: the program's threads held still while ada writes code (Linux; under
+ * ADA_HOLD_SIGNAL). The agent's side is ThreadHold in ada_code.js.
+ *
+ * A function's first bytes are not written in one store. A jump of 5 bytes that crosses an
+ * aligned word is two stores, and putting a prologue back is a copy. A thread that runs
+ * there meanwhile can execute half old bytes and half new: SIGSEGV on a read of a wild
+ * address. A thread stopped between two of the instructions being replaced resumes in the
+ * middle of the new jump. Both engines had this: a busy program crashed about one attach
+ * in ten under load.
+ *
+ * So each of the program's threads is sent a signal (tgkill). Its handler, ada_hold_stop,
+ * notes where the thread was (the pc the kernel will resume it at) and waits until the
+ * agent has written. The agent writes only when no held thread is inside the bytes it
+ * replaces (else it lets them go, and asks again). Every thread then returns to user mode
+ * through the kernel (rt_sigreturn), so it also fetches the new code afresh.
+ *
+ * A held thread goes on by itself after ADA_HOLD_MAX_NS: it may hold a lock the writer
+ * needs (an allocator's), and ada must never stop a program for good. The agent counts
+ * those (ada_hold_end) and says so.
+ *
+ * The handler is installed with the system call itself, on a real-time signal nobody
+ * handles; before ada leaves, the signal is ignored (which discards one still pending in
+ * a thread that blocked it meanwhile) and then put back as it was.
+ */
+
+#ifdef ADA_HOLD_SIGNAL
+#define ADA_HOLD_MAX_NS 1000000000ULL   /* a held thread goes on by itself after 1 s */
+#define ADA_HOLD_SA_SIGINFO 4ULL
+#define ADA_HOLD_SA_ONSTACK 0x08000000ULL
+#define ADA_HOLD_SA_RESTART 0x10000000ULL
+#define ADA_HOLD_SA_RESTORER 0x04000000ULL
+#define ADA_FUTEX_WAIT_PRIVATE 128
+#define ADA_FUTEX_WAKE_PRIVATE 129
+
+typedef struct { gint64 tv_sec; glong tv_nsec; } AdaHoldTimespec;
+
+static guint32
+ada_hold_load (volatile guint32 * p)
+{
+  return (guint32) g_atomic_int_add ((volatile gint *) p, 0);
+}
+
+static void
+ada_hold_set (volatile guint32 * p, guint32 v)
+{
+  g_atomic_int_add ((volatile gint *) p, (gint) (v - *p));
+}
+
+static void
+ada_hold_sleep_ns (glong ns)
+{
+  AdaHoldTimespec ts = { 0, ns };
+  syscall (ADA_NANOSLEEP_SYSCALL, &ts, NULL);
+}
+
+/* The handler: a thread ada asked (it is in tids[]) waits while the gate is closed. */
+void
+ada_hold_stop (int sig, gpointer info, gpointer uc)
+{
+  AdaHold * h = &ada_state.hold;
+  guint32 tid, i, count;
+
+  (void) sig;
+  (void) info;
+  if (ada_hold_load (&h->gate) == 0)
+    return;   /* late: the hold it was sent for is over */
+  tid = ada_os_thread_id ();
+  count = ada_hold_load (&h->count);
+  for (i = 0; i < count && h->tids[i] != tid; i++)
+    ;
+  if (i == count || ada_hold_load (&h->seen[i]) != 0)
+    return;
+  h->pcs[i] = *(guint64 *) ((guint8 *) uc + ADA_UC_PC);
+  g_atomic_int_add ((volatile gint *) &h->inside, 1);
+  ada_hold_set (&h->seen[i], 1);
+  while (ada_hold_load (&h->gate) != 0)
+  {
+    AdaHoldTimespec ts = { 0, 2000000 };
+
+    if (ada_now () > h->deadline_ns)
+    {
+      g_atomic_int_add ((volatile gint *) &h->escaped, 1);
+      break;
+    }
+    syscall (ADA_FUTEX_SYSCALL, &h->gate, (glong) ADA_FUTEX_WAIT_PRIVATE, 1L, &ts, NULL, 0L);
+  }
+  g_atomic_int_add ((volatile gint *) &h->inside, -1);
+}
+
+/* What the signal's action is now: 0 SIG_DFL, 1 SIG_IGN, 2 ada's handler, 3 another. */
+int
+ada_hold_disposition (int signal)
+{
+  guint64 now[4];
+
+  if (syscall (ADA_RT_SIGACTION_SYSCALL, (glong) signal, NULL, now, 8L) != 0)
+    return 3;
+  if (now[0] == 0 || now[0] == 1)
+    return (int) now[0];
+  return now[0] == (guint64) (gsize) ada_hold_stop ? 2 : 3;
+}
+
+/* ada_hold_stop in front for `signal` (nobody's: SIG_DFL); `restorer`: the code a handler
+ * returns through (x86_64 needs one; NULL elsewhere: the kernel's). 0, or -1. */
+int
+ada_hold_install (int signal, gpointer restorer)
+{
+  AdaHold * h = &ada_state.hold;
+  guint64 act[4];
+
+  if (ada_hold_disposition (signal) != 0)
+    return -1;
+  act[0] = (guint64) (gsize) ada_hold_stop;
+  act[1] = ADA_HOLD_SA_SIGINFO | ADA_HOLD_SA_ONSTACK | ADA_HOLD_SA_RESTART |
+      (restorer != NULL ? ADA_HOLD_SA_RESTORER : 0);
+  act[2] = (guint64) (gsize) restorer;
+  act[3] = 0;
+  if (syscall (ADA_RT_SIGACTION_SYSCALL, (glong) signal, act, NULL, 8L) != 0)
+    return -1;
+  h->signal = (guint32) signal;
+  return 0;
+}
+
+/* The signal ignored (a copy still pending in a thread that blocks it is discarded), then
+ * nobody's again. Only once no thread is in the handler (ada_hold_end waited). */
+void
+ada_hold_remove (void)
+{
+  AdaHold * h = &ada_state.hold;
+  guint64 act[4] = { 1, 0, 0, 0 };
+
+  if (h->signal == 0)
+    return;
+  if (ada_hold_disposition ((int) h->signal) == 2)
+  {
+    syscall (ADA_RT_SIGACTION_SYSCALL, (glong) h->signal, act, NULL, 8L);
+    act[0] = 0;
+    syscall (ADA_RT_SIGACTION_SYSCALL, (glong) h->signal, act, NULL, 8L);
+  }
+  h->signal = 0;
+}
+
+/*
+ * Ask threads tids[0..n) to hold (appended to those asked already; `first`: a new hold)
+ * and wait up to wait_ms for them. Returns how many of all those asked are held, or -1
+ * when the handler is no longer ada's (the program took the signal).
+ */
+int
+ada_hold_ask (const guint32 * tids, guint32 n, gboolean first, guint32 wait_ms)
+{
+  AdaHold * h = &ada_state.hold;
+  guint32 start, i, held;
+  guint64 deadline;
+  glong pid;
+
+  if (h->signal == 0 || ada_hold_disposition ((int) h->signal) != 2)
+    return -1;
+  if (first)
+  {
+    ada_hold_set (&h->count, 0);
+    ada_hold_set (&h->escaped, 0);
+    h->deadline_ns = ada_now () + ADA_HOLD_MAX_NS + (guint64) wait_ms * 1000000ULL;
+    ada_hold_set (&h->gate, 1);
+  }
+  start = ada_hold_load (&h->count);
+  if (start + n > ADA_HOLD_THREADS)
+    n = ADA_HOLD_THREADS - start;
+  for (i = 0; i < n; i++)
+  {
+    h->tids[start + i] = tids[i];
+    h->pcs[start + i] = 0;
+    ada_hold_set (&h->seen[start + i], 0);
+  }
+  ada_hold_set (&h->count, start + n);  /* after the entries: the handler reads up to it */
+  pid = syscall (ADA_PID_SYSCALL);
+  for (i = start; i < start + n; i++)
+  {
+    if (syscall (ADA_TGKILL_SYSCALL, pid, (glong) h->tids[i], (glong) h->signal) != 0)
+      ada_hold_set (&h->seen[i], 2);  /* gone */
+  }
+  deadline = ada_now () + (guint64) wait_ms * 1000000ULL;
+  for (;;)
+  {
+    guint32 waiting = 0;
+
+    held = 0;
+    for (i = 0; i < start + n; i++)
+    {
+      guint32 seen = ada_hold_load (&h->seen[i]);
+      waiting += seen == 0;
+      held += seen == 1;
+    }
+    if (waiting == 0 || ada_now () > deadline)
+      break;
+    ada_hold_sleep_ns (50000);
+  }
+  return (int) held;
+}
+
+/* Where held thread k was (the pc it resumes at); 0: not held (gone, or not in time). */
+guint64
+ada_hold_pc (guint32 k)
+{
+  AdaHold * h = &ada_state.hold;
+
+  return k < ada_hold_load (&h->count) && ada_hold_load (&h->seen[k]) == 1 ? h->pcs[k] : 0;
+}
+
+/* Write n pieces of code, entries {at, bytes, size} (the pages writable), while held: no
+ * allocation, no lock, so the threads wait microseconds. */
+void
+ada_hold_write (const guint64 * entries, guint32 n)
+{
+  guint32 i;
+
+  for (i = 0; i < n; i++)
+  {
+    guint8 * at = (guint8 *) (gsize) entries[3 * i];
+    const guint8 * bytes = (const guint8 *) (gsize) entries[3 * i + 1];
+    guint64 size = entries[3 * i + 2], k;
+
+    for (k = 0; k < size; k++)
+      ((volatile guint8 *) at)[k] = bytes[k];
+    gum_clear_cache (at, size);
+  }
+}
+
+/* Wait `us` microseconds (between asks: the threads run on out of the bytes). */
+void
+ada_hold_nap (guint32 us)
+{
+  ada_hold_sleep_ns ((glong) us * 1000);
+}
+
+extern int open (const char * path, int flags, ...);
+extern int close (int fd);
+
+/* The ids of the process's threads (/proc/self/task, with the system call: a traced readdir
+ * would see this thread), at most max into out; how many. */
+guint32
+ada_hold_tasks (guint32 * out, guint32 max)
+{
+  guint8 entries[4096];
+  guint32 n = 0;
+  glong got;
+  int dir;
+
+  dir = open ("/proc/self/task", 0);
+  if (dir < 0)
+    return 0;
+  while ((got = syscall (ADA_GETDENTS_SYSCALL, (glong) dir, entries, (glong) sizeof (entries))) > 0)
+  {
+    glong at = 0;
+
+    while (at < got)
+    {
+      guint16 reclen = *(guint16 *) (entries + at + 16);  /* linux_dirent64: ino, off, reclen */
+      const gchar * name = (const gchar *) entries + at + 19;  /* then type, then the name */
+      guint32 tid = 0;
+
+      for (; *name >= '0' && *name <= '9'; name++)
+        tid = tid * 10 + (guint32) (*name - '0');
+      if (tid != 0 && n < max)
+        out[n++] = tid;
+      at += reclen;
+    }
+  }
+  close (dir);
+  return n;
+}
+
+/* Let the held threads go, and wait (up to 200 ms) until they have left the handler.
+ * Returns how many had gone on by themselves before (ADA_HOLD_MAX_NS). */
+guint32
+ada_hold_end (void)
+{
+  AdaHold * h = &ada_state.hold;
+  guint64 deadline = ada_now () + 200000000ULL;
+
+  ada_hold_set (&h->gate, 0);
+  syscall (ADA_FUTEX_SYSCALL, &h->gate, (glong) ADA_FUTEX_WAKE_PRIVATE, 0x7fffffffL, NULL, NULL, 0L);
+  while (ada_hold_load (&h->inside) != 0 && ada_now () < deadline)
+    ada_hold_sleep_ns (50000);
+  return ada_hold_load (&h->escaped);
+}
+#endif
