@@ -222,7 +222,7 @@ class ThreadHold {
   constructor(cm) {
     this.cm = cm;
     this.problem = cm.ada_hold_install === undefined ? `no thread hold on ${Process.platform}` : undefined;
-    this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0 };
+    this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0, ms: 0 };
     this.keep = [];
   }
 
@@ -344,6 +344,7 @@ class ThreadHold {
       return new Set();
     }
     const self = Process.getCurrentThreadId();
+    const started = Date.now();
     this.stats.holds++;
     for (let attempt = 1; ; attempt++) {
       this.stats.asks++;
@@ -382,6 +383,7 @@ class ThreadHold {
         }
         this.stats.notHeld += asked.length - held + now.blocking;
         this.stats.inside += inside.size;
+        this.stats.ms += Date.now() - started;
         return inside;
       }
       this.end();
