@@ -209,8 +209,9 @@ function letThreadsPass(tids, capMs) {
  * code, and the signal would cut its sleep short; where it will resume is checked instead.
  * Threads that block the signal are not asked (a program's sigwait would take it); Frida's
  * are not either (they may hold the locks the writer needs). A thread asked that has not
- * stopped after HOLD_WAIT_MS is not waited for; one inside the bytes after HOLD_TRIES asks
- * is written around (`inside` in run()). Each is counted in `stats`, which ada reports.
+ * stopped after HOLD_WAIT_MS is not waited for; the bytes a thread is still inside after
+ * HOLD_TRIES asks are left unwritten (`inside` in run()). Each is counted in `stats`, which
+ * ada reports (the manifest's thread_hold).
  */
 const HOLD_WAIT_MS = 300;
 const HOLD_TRIES = 50;
@@ -223,7 +224,6 @@ class ThreadHold {
     this.cm = cm;
     this.problem = cm.ada_hold_install === undefined ? `no thread hold on ${Process.platform}` : undefined;
     this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0, ms: 0 };
-    this.keep = [];
   }
 
   /* A NativeFunction of the hold that keeps the JavaScript lock: a cooperative call ends
@@ -232,7 +232,9 @@ class ThreadHold {
     return new NativeFunction(this.cm[name], ret, args, { scheduling: 'exclusive' });
   }
 
-  /* null once the handler is in, else why there is no hold (then code is written as before). */
+  /* null once the handler is in, else why there is no hold (then code is written as before).
+   * The agent calls it at init: installing the handler ends the Interceptor's transaction
+   * (signalRestorer's page, as measured), which must not happen between attaches and run(). */
   ready() {
     if (this.problem !== undefined)
       return this.problem;
