@@ -107,9 +107,12 @@ class Recorder:
     # --- stop requests (any thread) ----------------------------------------------
 
     def request_stop(self, reason: str) -> None:
+        """Stop for `reason` (the first one stands); the recording loop is woken at once, so
+        a program that ended is not left waiting for its next tick."""
         if not self.stop_event.is_set():
             self.stop_reason = reason
             self.stop_event.set()
+            self.wake()
 
     def _on_detached(self, reason: str, crash: Any) -> None:
         self._detached = True
