@@ -24,7 +24,9 @@ chmod 755 /usr/local/bin/ada
 
 # Temporary files on the guest's own disk: 9p cannot hold an unlinked open file (pytest's capture)
 # nor, reliably, the FIFOs and sockets Frida makes. /tmp is still the host's, for paths named.
-export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 ADA_ARM64_GUEST=1 TMPDIR=/var/tmp
+# Bytecode is kept on the guest's disk, not written into the shared checkout: compiling ada's
+# modules afresh at each of the subset's hundreds of `python -m ada` starts would cost seconds.
+export HOME=/root LANG=C.UTF-8 PYTHONPYCACHEPREFIX=/var/tmp/pycache ADA_ARM64_GUEST=1 TMPDIR=/var/tmp
 export PATH=/opt/ada-venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 echo "arm64 guest up: $(uname -sr), $(nproc) CPUs, $(python3 --version)" > /dev/console
 # RUN's files are written by the host's bash with printf %q: bash reads them back.

@@ -16,4 +16,9 @@ if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The suite starts `python -m ada` several hundred times. Where bytecode is not kept
+# (PYTHONDONTWRITEBYTECODE), each start compiles ada's modules afresh: 0.2-0.4 s apiece here.
+# The bytecode is kept in the venv instead, which leaves the checkout as clean.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$VENV/pycache"
 exec "$VENV/bin/python" -m pytest "$@"
