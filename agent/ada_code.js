@@ -243,7 +243,7 @@ class ThreadHold {
     this.end = this._fn('ada_hold_end', 'uint32', []);
     this.write = this._fn('ada_hold_write', 'void', ['pointer', 'uint32']);
     this.nap = this._fn('ada_hold_nap', 'void', ['uint32']);
-    this.tasks = this._fn('ada_hold_tasks', 'uint32', ['pointer', 'uint32']);
+    this.tasks = this._fn('ada_tasks', 'uint32', ['pointer', 'uint32']);
     const disposition = this._fn('ada_hold_disposition', 'int', ['int']);
     const install = this._fn('ada_hold_install', 'int', ['int', 'pointer']);
     const restorer = Process.arch === 'x64' ? signalRestorer() : NULL;

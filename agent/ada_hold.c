@@ -233,43 +233,6 @@ ada_hold_nap (guint32 us)
   ada_hold_sleep_ns ((glong) us * 1000);
 }
 
-extern int open (const char * path, int flags, ...);
-extern int close (int fd);
-
-/* The ids of the process's threads (/proc/self/task, with the system call: a traced readdir
- * would see this thread), at most max into out; how many. */
-guint32
-ada_hold_tasks (guint32 * out, guint32 max)
-{
-  guint8 entries[4096];
-  guint32 n = 0;
-  glong got;
-  int dir;
-
-  dir = open ("/proc/self/task", 0);
-  if (dir < 0)
-    return 0;
-  while ((got = syscall (ADA_GETDENTS_SYSCALL, (glong) dir, entries, (glong) sizeof (entries))) > 0)
-  {
-    glong at = 0;
-
-    while (at < got)
-    {
-      guint16 reclen = *(guint16 *) (entries + at + 16);  /* linux_dirent64: ino, off, reclen */
-      const gchar * name = (const gchar *) entries + at + 19;  /* then type, then the name */
-      guint32 tid = 0;
-
-      for (; *name >= '0' && *name <= '9'; name++)
-        tid = tid * 10 + (guint32) (*name - '0');
-      if (tid != 0 && n < max)
-        out[n++] = tid;
-      at += reclen;
-    }
-  }
-  close (dir);
-  return n;
-}
-
 /* Let the held threads go, and wait (up to 200 ms) until they have left the handler.
  * Returns how many had gone on by themselves before (ADA_HOLD_MAX_NS). */
 guint32

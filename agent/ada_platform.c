@@ -286,6 +286,46 @@ ada_stack_bounds (ThreadState * t)
 }
 #endif
 
+#ifdef ADA_GETDENTS_SYSCALL
+extern int open (const char * path, int flags, ...);
+extern int close (int fd);
+
+/* The ids of the process's threads (/proc/self/task, read with the system call: a traced
+ * readdir would see this thread), at most max into out; how many. For the thread hold
+ * (ada_hold.c) and the children of the handover (ada_watch.c). */
+guint32
+ada_tasks (guint32 * out, guint32 max)
+{
+  guint8 entries[4096];
+  guint32 n = 0;
+  glong got;
+  int dir;
+
+  dir = open ("/proc/self/task", 0);
+  if (dir < 0)
+    return 0;
+  while ((got = syscall (ADA_GETDENTS_SYSCALL, (glong) dir, entries, (glong) sizeof (entries))) > 0)
+  {
+    glong at = 0;
+
+    while (at < got)
+    {
+      guint16 reclen = *(guint16 *) (entries + at + 16);  /* linux_dirent64: ino, off, reclen */
+      const gchar * name = (const gchar *) entries + at + 19;  /* then type, then the name */
+      guint32 tid = 0;
+
+      for (; *name >= '0' && *name <= '9'; name++)
+        tid = tid * 10 + (guint32) (*name - '0');
+      if (tid != 0 && n < max)
+        out[n++] = tid;
+      at += reclen;
+    }
+  }
+  close (dir);
+  return n;
+}
+#endif
+
 /*
  * Copy up to n bytes from src without ever faulting; returns how many were
  * readable. Used when sp is outside the thread's known stack (signal stacks,

@@ -130,23 +130,26 @@ ada_on_exec_leave (GumInvocationContext * ic)
 }
 
 #ifdef ADA_GETDENTS_SYSCALL
-extern int open (const char * path, int flags, ...);
 extern gssize read (int fd, gpointer buf, gsize count);
-extern int close (int fd);
+#define ADA_CHILDREN_THREADS 1024  /* threads looked at; the rest of a bigger process's are not */
 
 /* The pids listed in one /proc/self/task/TID/children file, appended to out[n..max). */
 static guint32
-ada_thread_children (const gchar * tid, guint32 * out, guint32 n, guint32 max)
+ada_thread_children (guint32 tid, guint32 * out, guint32 n, guint32 max)
 {
   gchar path[64] = "/proc/self/task/";
+  gchar digits[12];
   gchar text[4096];
-  guint32 at = 16, value = 0;
+  guint32 at = 16, d = 0, value = 0;
   gssize len;
   gssize i;
   int fd;
 
-  while (*tid != '\0' && at < sizeof (path) - 10)
-    path[at++] = *tid++;
+  do
+    digits[d++] = (gchar) ('0' + tid % 10);
+  while ((tid /= 10) != 0);
+  while (d > 0)
+    path[at++] = digits[--d];
   for (const gchar * rest = "/children"; *rest != '\0'; rest++)
     path[at++] = *rest;
   path[at] = '\0';
@@ -179,29 +182,12 @@ ada_thread_children (const gchar * tid, guint32 * out, guint32 n, guint32 max)
 guint32
 ada_children (guint32 * out, guint32 max)
 {
-  guint8 entries[4096];
+  guint32 tids[ADA_CHILDREN_THREADS];
+  guint32 count = ada_tasks (tids, ADA_CHILDREN_THREADS);
   guint32 n = 0;
-  glong got;
-  int dir;
 
-  dir = open ("/proc/self/task", 0);
-  if (dir < 0)
-    return 0;
-  while ((got = syscall (ADA_GETDENTS_SYSCALL, (glong) dir, entries, (glong) sizeof (entries))) > 0)
-  {
-    glong at = 0;
-
-    while (at < got)
-    {
-      guint16 reclen = *(guint16 *) (entries + at + 16);  /* linux_dirent64: ino, off, reclen */
-      const gchar * name = (const gchar *) entries + at + 19;  /* then type, then the name */
-
-      if (name[0] != '.')
-        n = ada_thread_children (name, out, n, max);
-      at += reclen;
-    }
-  }
-  close (dir);
+  for (guint32 i = 0; i < count; i++)
+    n = ada_thread_children (tids[i], out, n, max);
   return n;
 }
 #else
