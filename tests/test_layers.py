@@ -192,3 +192,32 @@ def test_trace_without_frida_says_so_in_one_line():
     assert "ada trace needs Frida" in out.stderr and "Traceback" not in out.stderr
     info = json.loads(ada_without_frida("info", "--json", DATA / "r1_session").stdout)
     assert info["index_events"] == 10
+
+
+def modules_loaded_by(*args):
+    """The ada.tracer modules (and a few heavy standard ones) `ada ARGS` has imported when it
+    ends, from the process itself."""
+    code = ("import runpy, sys; sys.argv = ['ada', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('ada', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('ada.tracer.') "
+            "or m in ('http.server', 'frida'))))")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                         text=True, timeout=60, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split()[-1000:])
+
+
+def test_a_subcommand_imports_its_own_module_and_no_other():
+    """`ada trace` starts without the reading side (the analysis, the viewer's web server),
+    and a reading command without Frida or recording: each start costs what its own work
+    needs (seconds each on an emulated arm64 machine, where the suite starts ada hundreds of
+    times)."""
+    tracing = modules_loaded_by("trace", "--help")
+    assert "ada.tracer.cli.trace" in tracing and "frida" in tracing
+    assert not {m for m in tracing if m.startswith("ada.tracer.analysis")}, tracing
+    assert not {"http.server", "ada.tracer.cli.view", "ada.tracer.cli.report"} & tracing
+    reading = modules_loaded_by("info", DATA / "r1_session")
+    assert "ada.tracer.cli.info" in reading
+    assert not {m for m in reading if m.startswith("ada.tracer.record")} | \
+        ({"frida", "ada.tracer.cli.trace", "ada.tracer.cli.view"} & reading), reading

@@ -3,13 +3,15 @@
 Library errors (AtfError) and usage errors (CliError) print one line on stderr
 and exit 1; a traceback appears only with --debug.
 
-Reading never needs Frida: only `ada trace` imports tracer.record (which imports frida), and
-only once its own arguments are parsed, so `ada info/dump/verify` run where Frida cannot load.
+A subcommand's module is imported only when that subcommand runs (or its help is asked for):
+`ada trace` does not load the reading side's modules, nor `ada info` Frida, so each starts in
+the time its own work needs, and `ada info/dump/verify` run where Frida cannot load.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Any, Callable, NoReturn
@@ -17,16 +19,28 @@ from typing import Any, Callable, NoReturn
 from ada.atf import AtfError
 
 from ..errors import TracerError
-from . import dump, export, graph, info, query, replay, report, trace, verify, view
 
-COMMANDS = (trace, info, dump, report, replay, graph, export, view, query, verify)
+# Each subcommand: its module here (which defines configure(parser) and run(args)), and the
+# line `ada --help` shows for it.
+COMMANDS = {
+    "trace": "record calls and returns of a live process",
+    "info": "summarise a recorded session",
+    "dump": "print events in timestamp order",
+    "report": "time spent per function: total, self, calls, avg/min/max",
+    "replay": "the call tree in time order, with durations",
+    "graph": "the call graph: each call path with its calls and total time",
+    "export": "write the calls for Perfetto, Chrome, flame graphs, speedscope, Parquet",
+    "view": "show the session in the Perfetto UI, served from this machine (offline)",
+    "query": "SQL (DuckDB) over the session: events, calls, functions, threads",
+    "verify": "check a session's files, checksums and links",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line on stderr (exit 2), pointing at --help.
 
     `arguments` adds a subcommand's arguments when that subcommand is the one parsed (or its
-    help is asked for), so what they import is imported only then.
+    help is asked for), so its module is imported only then.
     """
 
     def __init__(self, *args: Any,
@@ -51,9 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
-    for module in COMMANDS:
-        module.add_parser(sub)
+    for name, summary in COMMANDS.items():
+        sub.add_parser(name, help=summary, arguments=lambda p, name=name: configure(name, p))
     return parser
+
+
+def configure(name: str, p: argparse.ArgumentParser) -> None:
+    """Import subcommand `name`'s module and let it describe itself and its arguments."""
+    importlib.import_module(f"{__name__}.{name}").configure(p)
 
 
 def main(argv: list[str] | None = None) -> int:

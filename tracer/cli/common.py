@@ -7,11 +7,12 @@ import ctypes
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..analysis.report import parse_duration
-from ..analysis.filters import CallFilter
 from ..errors import TracerError
+
+if TYPE_CHECKING:
+    from ..analysis.filters import CallFilter
 
 
 class CliError(TracerError):
@@ -87,6 +88,7 @@ def finish_decoder(decoder: Any) -> None:
 
 def duration(text: str) -> int:
     """An argparse type for durations: 10us, 2.5ms, 1s, 300 (ns)."""
+    from ..analysis.report import parse_duration  # here: `ada trace` needs none of the reading side
     try:
         return parse_duration(text)
     except ValueError as e:
@@ -95,6 +97,7 @@ def duration(text: str) -> int:
 
 def call_filter(args: argparse.Namespace) -> CallFilter:
     """The CallFilter of add_call_filters' options."""
+    from ..analysis.filters import CallFilter  # here: `ada trace` needs none of the reading side
     return CallFilter(tids=args.tid, within=getattr(args, "filter", []), hide=args.notrace,
                       start_ns=args.from_ns, end_ns=args.to_ns,
                       max_depth=getattr(args, "depth", None),

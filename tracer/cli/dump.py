@@ -25,10 +25,10 @@ from .common import add_symbols_option, decoder_for, finish_decoder, non_negativ
 INDENT = "  "
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("dump", help="print events in timestamp order",
-                       description="Print events of every thread merged by timestamp, with "
-                       "function names from the manifest (hex function_id when unknown).")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada dump`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Print events of every thread merged by timestamp, with function names "
+                     "from the manifest (hex function_id when unknown).")
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("--thread", type=non_negative_int, action="append", metavar="N",
                    help="only thread_N (repeatable)")

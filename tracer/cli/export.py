@@ -25,25 +25,27 @@ FORMATS = {
 VIEWER_LIMIT = 1_000_000  # events JSON trace viewers handle well
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export", help="write the calls for Perfetto, Chrome, flame graphs, speedscope, Parquet",
-        description="perfetto: Perfetto's protobuf trace (a track per thread, a slice per "
-        "call, arguments from the detail lane, the flight recorder's triggers and windows). "
-        "chrome: Chrome's JSON trace format. folded: folded stacks with self time in ns "
-        "(flamegraph.pl, inferno, speedscope). speedscope: speedscope's evented profile, a "
-        "profile per thread in time order. parquet: a directory of events, calls, functions, "
-        "threads and args .parquet files (zstd), the views of `ada query`, for DuckDB, Spark, "
-        "pandas. html: an interactive flame graph in one file (click to zoom, search, hover for "
-        "calls/total/self, a colour per module, every thread or one, the callers of a "
-        "function), nothing to install, opens in any browser offline.",
-        epilog="examples:\n"
-        "  ada export ada_traces/session_*/pid_1234 --format perfetto --open\n"
-        "  ada export SESSION --format html -o app.html --open\n"
-        "  ada export SESSION --format html --callers 'read*'\n"
-        "  ada export SESSION --format folded -o app.folded && flamegraph.pl app.folded > a.svg\n"
-        "  ada export SESSION --format chrome --tid 1234 --from-ns T1 --to-ns T2 -t 10us",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada export`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("perfetto: Perfetto's protobuf trace (a track per thread, a slice per "
+                     "call, arguments from the detail lane, the flight recorder's triggers and "
+                     "windows). chrome: Chrome's JSON trace format. folded: folded stacks with "
+                     "self time in ns (flamegraph.pl, inferno, speedscope). speedscope: "
+                     "speedscope's evented profile, a profile per thread in time order. "
+                     "parquet: a directory of events, calls, functions, threads and args "
+                     ".parquet files (zstd), the views of `ada query`, for DuckDB, Spark, "
+                     "pandas. html: an interactive flame graph in one file (click to zoom, "
+                     "search, hover for calls/total/self, a colour per module, every thread or "
+                     "one, the callers of a function), nothing to install, opens in any browser "
+                     "offline.")
+    p.epilog = ("examples:\n"
+                "  ada export ada_traces/session_*/pid_1234 --format perfetto --open\n"
+                "  ada export SESSION --format html -o app.html --open\n"
+                "  ada export SESSION --format html --callers 'read*'\n"
+                "  ada export SESSION --format folded -o app.folded && flamegraph.pl app.folded "
+                "> a.svg\n"
+                "  ada export SESSION --format chrome --tid 1234 --from-ns T1 --to-ns T2 -t 10us")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("-f", "--format", choices=FORMATS, required=True)
     p.add_argument("-o", "--output", metavar="OUT",

@@ -16,14 +16,14 @@ from .common import (CliError, add_call_filters, call_filter, keep_freed_memory,
                      non_negative_int, say_problems)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "graph", help="the call graph: each call path with its calls and total time",
-        description="Every distinct call path from the roots, with how many calls took it and "
-        "their total time, the most expensive first. With FUNC: the paths that lead to FUNC "
-        "(backtraces) and the graph of what FUNC calls.",
-        epilog="example:\n  ada graph ada_traces/session_*/pid_1234 'sqlite3_step'",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada graph`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Every distinct call path from the roots, with how many calls took it and "
+                     "their total time, the most expensive first. With FUNC: the paths that "
+                     "lead to FUNC (backtraces) and the graph of what FUNC calls.")
+    p.epilog = ("example:\n"
+                "  ada graph ada_traces/session_*/pid_1234 'sqlite3_step'")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("function", nargs="?", metavar="FUNC", help="a function (a glob)")
     p.add_argument("-D", "--depth", type=non_negative_int, metavar="N",

@@ -16,11 +16,10 @@ from ada.atf.session import SessionReader, process_dirs
 from .common import format_duration_ns
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="summarise a recorded session",
-                       description="Summarise a session: process, clock, time range, threads, "
-                       "detail, hook engine, drops, trigger windows, and whether it was closed "
-                       "cleanly.")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada info`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Summarise a session: process, clock, time range, threads, detail, hook "
+                     "engine, drops, trigger windows, and whether it was closed cleanly.")
     p.add_argument("session", help="session directory (pid_N, or the session_* above it; "
                    "one of several processes lists them all)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -14,18 +14,18 @@ from .common import (CliError, Progress, add_symbols_option, decoder_for, finish
                      keep_freed_memory)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "query", help="SQL (DuckDB) over the session: events, calls, functions, threads",
-        description="Runs SQL on views of the session: events (the index lane, read in place), "
-        "calls (every call with its duration and self time; built when the query names it), "
-        "functions, threads and args (arguments and return values from the detail lane, "
-        "decoded by debug information). Without SQL: the views and their columns.",
-        epilog="examples:\n"
-        "  ada query SESSION \"SELECT name, count(*), sum(self_ns) FROM calls GROUP BY name "
-        "ORDER BY 3 DESC LIMIT 10\"\n"
-        "  ada query SESSION \"SELECT kind, count(*) FROM events GROUP BY kind\" --csv",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada query`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Runs SQL on views of the session: events (the index lane, read in place), "
+                     "calls (every call with its duration and self time; built when the query "
+                     "names it), functions, threads and args (arguments and return values from "
+                     "the detail lane, decoded by debug information). Without SQL: the views "
+                     "and their columns.")
+    p.epilog = ("examples:\n"
+                "  ada query SESSION \"SELECT name, count(*), sum(self_ns) FROM calls GROUP BY "
+                "name ORDER BY 3 DESC LIMIT 10\"\n"
+                "  ada query SESSION \"SELECT kind, count(*) FROM events GROUP BY kind\" --csv")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("sql", nargs="?", help="the query (omit it to list the views)")
     out = p.add_mutually_exclusive_group()

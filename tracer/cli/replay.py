@@ -17,17 +17,17 @@ from .common import (add_call_filters, add_symbols_option, call_filter, decoder_
                      finish_decoder, keep_freed_memory, say_problems)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "replay", help="the call tree in time order, with durations",
-        description="Every call in time order, indented by depth: a call without children on "
-        "one line with its duration, any other opening with `{` and closing with its "
-        "duration. Threads are merged by time; TID says whose a line is. Where the detail "
-        "lane has the records (--detail, flight recorder windows), the arguments and the "
-        "return value are shown, by name and type from the binaries' debug information "
-        "(raw registers without it).",
-        epilog="example:\n  ada replay ada_traces/session_*/pid_1234 -F 'handle_*' -t 10us",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada replay`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Every call in time order, indented by depth: a call without children on "
+                     "one line with its duration, any other opening with `{` and closing with "
+                     "its duration. Threads are merged by time; TID says whose a line is. Where "
+                     "the detail lane has the records (--detail, flight recorder windows), the "
+                     "arguments and the return value are shown, by name and type from the "
+                     "binaries' debug information (raw registers without it).")
+    p.epilog = ("example:\n"
+                "  ada replay ada_traces/session_*/pid_1234 -F 'handle_*' -t 10us")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     add_call_filters(p, shape=True)
     p.add_argument("--callers", action="store_true",

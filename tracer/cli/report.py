@@ -25,14 +25,15 @@ from .common import (add_call_filters, call_filter, keep_freed_memory, non_negat
                      say_problems)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="time spent per function: total, self, calls, avg/min/max",
-        description="Per function: Total time (a recursion counted once), Self time (minus "
-        "the time of the calls it made), Calls, and Avg/Min/Max of a call's duration. Calls "
-        "still open when the recording ended count to their thread's last event.",
-        epilog="example:\n  ada report ada_traces/session_*/pid_1234 --sort self --limit 20",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada report`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Per function: Total time (a recursion counted once), Self time (minus the "
+                     "time of the calls it made), Calls, and Avg/Min/Max of a call's duration. "
+                     "Calls still open when the recording ended count to their thread's last "
+                     "event.")
+    p.epilog = ("example:\n"
+                "  ada report ada_traces/session_*/pid_1234 --sort self --limit 20")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("-s", "--sort", choices=SORT_KEYS, default="total",
                    help="order of the rows (default total; largest first, name A-Z)")

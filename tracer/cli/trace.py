@@ -38,15 +38,18 @@ thread_count = number(int, minimum=1, maximum=MAX_THREADS)
 ring_kb = number(int, minimum=1, maximum=MAX_RING_KB)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser(
-        "trace", help="record calls and returns of a live process", arguments=add_arguments,
-        description="Attach to (or spawn) a process, hook the selected functions and record "
-        "every call and return into an ATF session directory. Stops on Ctrl-C, SIGTERM, "
-        "--duration, or when the target exits. The session path is the last line on stdout.",
-        epilog="examples:\n  ada trace -f ./demo -i 'demo!work*'\n  ada trace -p 1234 -i "
-        "'libc.so.6!open*' --duration 10\n  ada trace -n server -s 'handle_*' -o /tmp/traces",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada trace`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Attach to (or spawn) a process, hook the selected functions and record "
+                     "every call and return into an ATF session directory. Stops on Ctrl-C, "
+                     "SIGTERM, --duration, or when the target exits. The session path is the "
+                     "last line on stdout.")
+    p.epilog = ("examples:\n"
+                "  ada trace -f ./demo -i 'demo!work*'\n"
+                "  ada trace -p 1234 -i 'libc.so.6!open*' --duration 10\n"
+                "  ada trace -n server -s 'handle_*' -o /tmp/traces")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_arguments(p)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

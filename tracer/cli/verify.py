@@ -8,11 +8,11 @@ import json
 import ada.atf as atf
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check a session's files, checksums and links",
-                       description="Check magic, sizes, counts, checksums, timestamp order, "
-                       "links between the lanes and the manifest. Exit 0 when clean or "
-                       "cleanly recovered, 1 when there are problems.")
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada verify`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Check magic, sizes, counts, checksums, timestamp order, links between the "
+                     "lanes and the manifest. Exit 0 when clean or cleanly recovered, 1 when "
+                     "there are problems.")
     p.add_argument("session", help="session directory, thread_N directory or .atf file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)

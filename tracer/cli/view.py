@@ -38,19 +38,19 @@ LOCAL_ONLY = ("script-src 'self' 'unsafe-eval' 'unsafe-inline' blob:; "
               "frame-src 'self'; form-action 'self'")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "view", help="show the session in the Perfetto UI, served from this machine (offline)",
-        description="Serves the session's Perfetto trace and a local copy of the Perfetto UI "
-        "from this machine and opens the browser on it: a track per thread, a slice per call, "
-        "the detail lane's arguments, the flight recorder's windows. No request leaves the "
-        "machine. The trace is converted once and kept in the session directory "
-        "(view.pftrace). Ctrl-C stops the server.",
-        epilog="examples:\n"
-        "  ada view ada_traces/session_*/pid_1234\n"
-        "  ada view SESSION --no-open --port 9100          # print the URL\n"
-        "  ada view SESSION --bind 0.0.0.0 --no-open       # reachable from other machines",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(p: argparse.ArgumentParser) -> None:
+    """`ada view`'s text and arguments: imported for it alone (cli/__init__.py)."""
+    p.description = ("Serves the session's Perfetto trace and a local copy of the Perfetto UI "
+                     "from this machine and opens the browser on it: a track per thread, a "
+                     "slice per call, the detail lane's arguments, the flight recorder's "
+                     "windows. No request leaves the machine. The trace is converted once and "
+                     "kept in the session directory (view.pftrace). Ctrl-C stops the server.")
+    p.epilog = ("examples:\n"
+                "  ada view ada_traces/session_*/pid_1234\n"
+                "  ada view SESSION --no-open --port 9100          # print the URL\n"
+                "  ada view SESSION --bind 0.0.0.0 --no-open       # reachable from other "
+                "machines")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("session", help="session directory (pid_N, or the session_* above it)")
     p.add_argument("--port", type=int, default=9001,
                    help="port to serve on (default 9001; 0: any free one)")
