@@ -59,6 +59,7 @@ def test_a_killed_target_keeps_its_rings_in_shared_memory(tmp_path, target_bin, 
     assert_every_call(s)
     end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == ("target-killed", True, 0)
+    assert "the target was killed: it ended without calling exit()" in out.stderr
 
 
 def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target_bin, engine):
@@ -68,7 +69,7 @@ def test_a_killed_target_over_rpc_says_its_last_events_are_lost(tmp_path, target
     end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == \
         ("target-killed", False, None)
-    assert "how many is unknown" in out.stderr
+    assert "how many is unknown" in out.stderr and "the target was killed" in out.stderr
     assert sum(len(t.index) for t in s.threads) <= 2 * CALLS * THREADS
 
 

@@ -64,6 +64,16 @@ class TargetEnd:
         return 0, 0
 
 
+def killed_warning(reason: str) -> list[str]:
+    """What to say of a process that ended without a word (`target-killed`): nothing else
+    names that end, and the program did not finish as it meant to."""
+    if reason != "target-killed":
+        return []
+    return ["the target was killed: it ended without calling exit() and without a fault ada "
+            "saw (a signal it does not handle, such as SIGKILL or SIGTERM; a raw exit system "
+            "call; or a fault inside Frida's own code); its exit status is unknown"]
+
+
 def describe_crash(crash: dict[str, Any]) -> str:
     """One line for how the target died: signal, faulting address, thread."""
     if "signal" not in crash:

@@ -28,7 +28,8 @@ from ..errors import TracerError
 from ..symbols.modules import string_slots
 from .devices import find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
-from .ending import EXPECTED_ENDS, TargetEnd, hold_warnings, losses, side_effects
+from .ending import (EXPECTED_ENDS, TargetEnd, hold_warnings, killed_warning, losses,
+                     side_effects)
 from .held import resume_and_release
 from .hooked import HookedFunctions
 from .leaving import tracer_of, wait_for_frida_to_leave
@@ -396,7 +397,7 @@ class Recorder:
         if not self.holds_children:
             warnings.extend(self._forked_children(summaries.drain))
         lost, said = losses(summaries.drain, self.undelivered)
-        warnings.extend(said + side_effects(summaries.drain, self.hooked.function_name,
+        warnings.extend(killed_warning(self.stop_reason) + said + side_effects(summaries.drain, self.hooked.function_name,
                                             self.agent_info.get("hookEngine", "frida"),
                                             self.agent_info.get("region")))
         clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
