@@ -1,5 +1,6 @@
 """Shared test setup: helper modules on sys.path, and real target programs built with gcc."""
 
+import os
 import platform
 import shutil
 import subprocess
@@ -69,3 +70,15 @@ def engine(request):
         pytest.skip(f"the inline engine has no port to {platform.machine()}: it records with "
                     "Frida's Interceptor")
     return ["--hook-engine", request.param]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In the arm64 guest (scripts/arm64-tests.sh) a whole run takes hours and may be cut
+    short, which loses the failures pytest keeps for its summary: each is shown as it
+    happens."""
+    report = (yield).get_result()
+    if report.failed and os.environ.get("ADA_ARM64_GUEST"):
+        item.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"\n--- {report.nodeid} failed ({report.when}):\n{report.longreprtext[-8000:]}\n"
+            f"--- its output:\n{report.capstdout[-6000:]}{report.capstderr[-2000:]}\n---")
