@@ -8,7 +8,7 @@
 # the working directory is the repository, `ada` runs this checkout, and COMMAND's exit status
 # is this script's. With no COMMAND it runs the arm64 test subset (scripts/arm64-tests.sh).
 #
-# The image is built once (about 6 minutes here: debootstrap under qemu-user, then pip) and cached
+# The image is built once (6 to 11 minutes here: debootstrap under qemu-user, then pip) and cached
 # in $ADA_ARM64_CACHE (default ~/.cache/ada-arm64) under a key made from its recipe: the base
 # (packages, kernel, guest init) and the Python layer (pyproject's dependencies) are keyed apart,
 # so a dependency change rebuilds only the second. Every run boots a throwaway overlay: the cached

@@ -283,11 +283,22 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
                                                                         engine):
     exe = target_bin("forks")
     out = Output(tmp_path, "ada")
+    # In the arm64 guest ada twice had not ended after 90 s, with nothing to say why: its
+    # status lines go to stderr here (no -q), and if it hangs, SIGABRT has Python write every
+    # thread's stack there (PYTHONFAULTHANDLER) before the test fails with it.
     ada = subprocess.Popen(ada_command("trace", *engine,
-                                       "-q", "-o", tmp_path / "traces", "-f", exe, 1,
+                                       "-o", tmp_path / "traces", "-f", exe, 1,
                                        3000, "orphan", "-i", "forks!work", "--duration", 1.5),
-                           stdout=out.files[0], stderr=out.files[1])
-    assert ada.wait(timeout=90) == 0, out.stderr
+                           stdout=out.files[0], stderr=out.files[1],
+                           env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    try:
+        status = ada.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        ada.send_signal(signal.SIGABRT)
+        ada.wait(timeout=30)
+        raise AssertionError(f"ada had not ended 90 s after its start:\n{out.stderr[-8000:]}") \
+            from None
+    assert status == 0, out.stderr
     child = pids(out)["child"]
     try:
         # The child calls on for 30 s once it runs: alive, so ada did not wait for its end
