@@ -205,7 +205,7 @@ def modules_loaded_by(*args):
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
                          text=True, timeout=60, cwd="/")
     assert out.returncode == 0, out.stderr
-    return set(out.stdout.split()[-1000:])
+    return set(out.stdout.splitlines()[-1].split())  # the last line: after any help text
 
 
 def test_a_subcommand_imports_its_own_module_and_no_other():
