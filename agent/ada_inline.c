@@ -47,24 +47,6 @@ ada_count (volatile guint64 * counter, gssize n)
   g_atomic_pointer_add ((volatile gssize *) counter, n);
 }
 
-/* One of the threads Frida had started when the inline hooks went in (the agent lists
- * them: Frida cloaks its threads). Its first hooked call may come through libc, called by
- * Frida (poll, say), where the return address does not tell (see ada_own_call). */
-static gboolean
-ada_frida_thread (void)
-{
-  const AdaState * s = &ada_state;
-  guint32 i, tid;
-
-  if (s->frida_tid_count == 0)
-    return FALSE;
-  tid = ada_os_thread_id ();
-  for (i = 0; i < s->frida_tid_count; i++)
-    if (s->frida_tids[i] == tid)
-      return TRUE;
-  return FALSE;
-}
-
 /*
  * The calls above the first `keep` entries are over without a return: an exception
  * unwound them (see ada_inline_unwinding) or a longjmp left them (those are counted).
@@ -128,26 +110,18 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   if (ADA_FORKED ())
     return;
   /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
-   * JavaScript thread), or one Frida had started when the hooks went in, is one of
-   * Frida's: its Interceptor leaves them alone, and so does this engine, for good. (A
-   * thread Frida starts later whose first hooked call comes through libc is recorded as
-   * a thread of the program.) While the thread id is read, the TLS says `unmasked`: the
-   * syscall is ada's own call (see ada_register_thread). */
+   * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
+   * this engine, for good; so is one Frida had started when the agent loaded (see
+   * ada_first_call). */
   t = ada_tls_get ();
   if (t == NULL)
   {
-    frida = ada_own_call (ret);
-    if (!frida)
-    {
-      ADA_FOREIGN (gum_tls_key_set_value (s->tls_key, &s->unmasked));
-      frida = ada_frida_thread ();
-    }
-    if (frida)
+    if (ada_own_call (ret))
     {
       ADA_FOREIGN (gum_tls_key_set_value (s->tls_key, &s->frida));
       return;
     }
-    ADA_FOREIGN (t = ada_register_thread ());
+    ADA_FOREIGN (t = ada_first_call ());
   }
   if (t->overflowed)
   {

@@ -20,7 +20,8 @@ const INLINE_ARENA_BYTES = 256 * 1024;
 
 /*
  * ada's own code and Frida's agent, whose calls into hooked functions are not the program's
- * (ada_own_call): their mappings into AdaState, for either engine.
+ * (ada_own_call): their mappings into AdaState, and Frida's threads now (ada_frida_thread),
+ * for either engine.
  */
 function writeOwnCode(cm, layout, state) {
   const frida = new NativeFunction(cm.ada_frida_code, 'pointer', [])();
@@ -31,6 +32,9 @@ function writeOwnCode(cm, layout, state) {
     state.add(layout['agent.state_own_code'] + 16 * i).writePointer(range[0]);
     state.add(layout['agent.state_own_code'] + 16 * i + 8).writePointer(range[1]);
   });
+  const fridaThreads = fridaThreadIds(layout['agent.frida_tids']);
+  fridaThreads.forEach((tid, i) => state.add(layout['agent.state_frida_tids'] + 4 * i).writeU32(tid));
+  state.add(layout['agent.state_frida_tid_count']).writeU32(fridaThreads.length);
 }
 
 class InlineHooks {
@@ -68,9 +72,6 @@ class InlineHooks {
     this.exitStub = this._writeExitStub();
     this.detached = this._writeDetachedCode(state);
     state.add(layout['agent.state_inline_exit']).writePointer(this.exitStub);
-    const fridaThreads = fridaThreadIds(layout['agent.frida_tids']);
-    fridaThreads.forEach((tid, i) => state.add(layout['agent.state_frida_tids'] + 4 * i).writeU32(tid));
-    state.add(layout['agent.state_frida_tid_count']).writeU32(fridaThreads.length);
   }
 
   _map(hint, size, prot) {

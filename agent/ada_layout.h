@@ -370,7 +370,7 @@ typedef struct
   gsize inline_key;           /* pthread key: the thread's InlineStack (never deleted) */
   guint64 own_code[4];        /* [lo, hi) of this module's code and of Frida's agent: see
                                * ada_own_call */
-  guint32 frida_tids[ADA_FRIDA_TIDS];  /* Frida's threads as the inline hooks went in: see
+  guint32 frida_tids[ADA_FRIDA_TIDS];  /* Frida's threads as the agent loaded: see
                                         * ada_frida_thread */
   guint32 frida_tid_count;
   TrapTable * volatile traps;  /* the breakpoint hooks (see ada_inline_trap); NULL: none */

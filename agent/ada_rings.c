@@ -219,6 +219,45 @@ ada_claim_thread (void)
   return t;
 }
 
+/* One of the threads Frida had started when ada's agent loaded (the agent lists them:
+ * Frida cloaks its threads). Frida leaves its threads out of its Interceptor while they
+ * run its code, but not always as one ends: libc's thread exit (free, madvise) was
+ * recorded, under emulation, as a thread of the program. */
+static gboolean
+ada_frida_thread (void)
+{
+  const AdaState * s = &ada_state;
+  guint32 i, tid;
+
+  if (s->frida_tid_count == 0)
+    return FALSE;
+  tid = ada_os_thread_id ();
+  for (i = 0; i < s->frida_tid_count; i++)
+    if (s->frida_tids[i] == tid)
+      return TRUE;
+  return FALSE;
+}
+
+/*
+ * A thread's first hooked call, with either engine (its TLS is empty): one of Frida's
+ * threads (ada_frida_thread) is marked so for good (the TLS says `frida`, which both
+ * engines leave alone); any other gets a slot. While the thread id is read, the TLS says
+ * `unmasked`: the syscall is ada's own call (see ada_register_thread).
+ */
+static ThreadState *
+ada_first_call (void)
+{
+  AdaState * s = &ada_state;
+
+  gum_tls_key_set_value (s->tls_key, &s->unmasked);
+  if (ada_frida_thread ())
+  {
+    gum_tls_key_set_value (s->tls_key, &s->frida);
+    return &s->frida;
+  }
+  return ada_register_thread ();
+}
+
 /*
  * The exit_key destructor: the thread is exiting, after its last event. The
  * host may now drain the slot and free it. A hooked function the thread calls
@@ -247,7 +286,7 @@ ada_fini (void)
   do { \
     t = ada_tls_get (); \
     if (t == NULL) \
-      ADA_FOREIGN (t = ada_register_thread ()); \
+      ADA_FOREIGN (t = ada_first_call ()); \
   } while (0)
 
 /*

@@ -64,7 +64,11 @@ def test_all_of_libc(tmp_path, target_bin, engine):
     n = 3000
     s, out = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n),
                    "-I", "libc.so.6", "-i", "exact_calls!work", quiet=False, timeout=240)
-    assert len(s.threads) == 1 and s.threads[0].thread_id == s.manifest.document["process"]["pid"]
+    names = s.symbol_names()
+    # on failure: which thread was recorded besides the program's, and what it called
+    seen = [(t.thread_id, [names[int(f)] for f in t.index.events["function_id"][:20]])
+            for t in s.threads]
+    assert len(s.threads) == 1 and s.threads[0].thread_id == s.manifest.document["process"]["pid"], seen
     work = function_events(s, "work")[0]
     assert len(work) == 2 * n and np.all(work["call_depth"] == work["call_depth"][0])
     refused = {f["name"]: f["error"] for f in s.manifest.document["hook_failures"]}
@@ -74,7 +78,6 @@ def test_all_of_libc(tmp_path, target_bin, engine):
     assert len(s.manifest.document["symbols"]) > 1000
     assert s.manifest.document["end"]["exit_status"] == 0
     ev = s.threads[0].index.events
-    names = s.symbol_names()
     last_top_return = np.flatnonzero((ev["event_kind"] == F.EVENT_RETURN) & (ev["call_depth"] == 0))[-1]
     after = [(names[int(e["function_id"])], int(e["event_kind"])) for e in ev[last_top_return + 1:]]
     # No exit(), with either engine: Frida hooked it already (the inline engine leaves such
