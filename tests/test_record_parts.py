@@ -23,7 +23,7 @@ from ada.tracer.errors import TracerError
 from ada.tracer.record import lane_io
 from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
-from ada.tracer.record.drain import Drain
+from ada.tracer.record.drain import Drain, Heartbeat
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
 from ada.tracer.record.hooked import HookedFunctions
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
@@ -39,10 +39,11 @@ RECORD = F.FUNCTION_RECORD_FIXED_SIZE + STACK  # 156 bytes
 GEOMETRY = RegionGeometry(max_threads=4, index_capacity=16, detail_capacity=4096)
 
 
-def new_drain(tmp_path, agent, sink=None, on_trigger=None, sync=None, reader=None):
+def new_drain(tmp_path, agent, sink=None, on_trigger=None, sync=None, reader=None,
+              heartbeat=None):
     writer = SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
                            clock_type=F.CLOCK_BOOTTIME)
-    return Drain(reader or agent.reader, writer, sink, on_trigger, sync), writer
+    return Drain(reader or agent.reader, writer, sink, on_trigger, sync, heartbeat), writer
 
 
 def finish(drain, writer):
@@ -118,7 +119,7 @@ def test_the_heartbeat_goes_on_while_a_drain_write_blocks(tmp_path, monkeypatch)
     make a running drain look gone, or the waiting threads count their events as dropped."""
     agent = FakeAgent(GEOMETRY)
     slot = agent.register(501)
-    drain, writer = new_drain(tmp_path, agent)
+    drain, writer = new_drain(tmp_path, agent, heartbeat=Heartbeat(agent.reader.heartbeat))
     blocked, release = threading.Event(), threading.Event()
     append_index = ThreadWriter.append_index
 
@@ -139,6 +140,31 @@ def test_the_heartbeat_goes_on_while_a_drain_write_blocks(tmp_path, monkeypatch)
         release.set()
     s = finish(drain, writer)
     assert len(s.threads[0].index) == 4
+
+def beats(agent, since, seconds=5.0):
+    """Whether the region's heartbeat moves past `since` within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if agent.reader.header("heartbeat_ns") > since:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_heartbeat_beats_from_the_mapping_until_the_drain_ends(tmp_path):
+    """A running program's threads fill their rings from their first hooked call, while the
+    host still writes its first manifest: the beat starts as the region is mapped, before the
+    drain (on a loaded machine that gap passed stall_s, and each thread dropped an event at
+    its first full ring). It stops with the drain, so a host whose drain failed looks gone."""
+    agent = FakeAgent(GEOMETRY)
+    heartbeat = Heartbeat(agent.reader.heartbeat)
+    assert beats(agent, agent.reader.header("heartbeat_ns"))  # no drain yet
+    drain, writer = new_drain(tmp_path, agent, heartbeat=heartbeat)
+    drain.start()
+    drain.finish()
+    time.sleep(0.3)  # a beat under way as the drain ended has landed
+    assert not beats(agent, agent.reader.header("heartbeat_ns"), seconds=0.5)
+
 
 def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     agent = FakeAgent(GEOMETRY)

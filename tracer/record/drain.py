@@ -38,8 +38,35 @@ from .detail_sinks import DetailSink
 from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 
 IDLE_SLEEP_S = 0.0005
-BEAT_S = 0.1  # the heartbeat thread's period (see Drain._beat_while_running)
+BEAT_S = 0.1  # the heartbeat's period (see Heartbeat)
 DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
+
+
+class Heartbeat:
+    """The host's beat in the shared region's header, every BEAT_S, from the moment the
+    region is mapped here until the drain ends. A thread waiting for room (a full ring, no
+    free slot) trusts the host for stall_s (2 s) after the last beat, then counts its
+    events as dropped: so a dead tracer never hangs the target. It beats from a thread of its
+    own, not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
+    the emulated arm64 machine, where 21 events of 160,000 were dropped so) is a drain
+    alive. And it beats before the drain starts: a running program's threads fill their
+    rings from their first hooked call, while the host still writes its first manifest; on
+    a loaded machine that gap passed 2 s, and each thread dropped an event at its first full
+    ring. It stops with the drain (stopped or failed), when the recording is abandoned, and
+    with ada's process, which is what stall_s is for."""
+
+    def __init__(self, beat: Callable[[], None]) -> None:
+        self._stopped = threading.Event()
+        beat()
+        threading.Thread(target=self._run, args=(beat,), name="ada-heartbeat",
+                         daemon=True).start()
+
+    def _run(self, beat: Callable[[], None]) -> None:
+        while not self._stopped.wait(BEAT_S):
+            beat()
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 @dataclass
@@ -80,8 +107,10 @@ class Drain(threading.Thread):
     def __init__(self, rings: RingReader, writer: SessionWriter,
                  sink: DetailSink | None = None,
                  on_trigger: Callable[[int, int, int], None] | None = None,
-                 sync: Callable[[], int] | None = None) -> None:
+                 sync: Callable[[], int] | None = None,
+                 heartbeat: Heartbeat | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
+        self.heartbeat = heartbeat  # shared memory; over rpc the agent beats as each pull comes
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
@@ -99,10 +128,6 @@ class Drain(threading.Thread):
         self.failed = threading.Event()
 
     def run(self) -> None:
-        ended = threading.Event()
-        if self.sync is None:  # shared memory: over rpc the agent beats as each pull comes
-            threading.Thread(target=self._beat_while_running, args=(ended,),
-                             name="ada-heartbeat", daemon=True).start()
         try:
             while not self._stop_requested.is_set():
                 if self.drain_once() == 0:
@@ -111,17 +136,8 @@ class Drain(threading.Thread):
             self.error = e
             self.failed.set()
         finally:
-            ended.set()
-
-    def _beat_while_running(self, ended: threading.Event) -> None:
-        """Beat while this drain runs, even while one of its writes takes long: a thread
-        waiting for room trusts the drain for stall_s after the last beat, and a write that
-        blocked for longer (a slow disk; /tmp over 9p in the emulated arm64 machine, where 21
-        events of 160,000 were dropped so) made it count its events as dropped with ada alive
-        and draining. The beat stops with the drain (stopped or failed) and with ada's process,
-        which is what stall_s is for."""
-        while not ended.wait(BEAT_S):
-            self.rings.heartbeat()
+            if self.heartbeat is not None:
+                self.heartbeat.stop()
 
     def drain_once(self) -> int:
         """One pass over every ring; returns 0 when nothing at all moved."""

@@ -28,7 +28,7 @@ from ada.atf.writer import SessionWriter
 
 from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
-from .drain import Drain
+from .drain import Drain, Heartbeat
 from .ending import TargetEnd
 from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
@@ -80,6 +80,7 @@ class RingSpace:
         self.region: SharedRegion | MemfdRegion | None = None
         self.memfd = transport == "shm" and memfd_wanted()
         self.kind = "rpc"  # where the region ended up: "memfd", "file" or "rpc"
+        self.heartbeat: Heartbeat | None = None  # once the region is mapped here
         self.shm_problem = ""  # why /dev/shm could not hold the file region, if it could not
         if transport == "shm":
             try:
@@ -126,11 +127,15 @@ class RingSpace:
             self.info(f"{why}: the rings go over Frida's channel instead (the rpc transport)")
             self.region = None
             self.transport = "rpc"
+        if self.region is not None:
+            self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat)
         return facts
 
     def close(self) -> None:
-        """Remove the region's file in shared memory if a failed start left it (mappings of
-        it stay valid)."""
+        """Stop the heartbeat (an abandoned start); remove the region's file in shared memory
+        if a failed start left it (mappings of it stay valid)."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         if self.region is not None:
             self.region.unlink()
 
@@ -188,7 +193,7 @@ class Pipeline:
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
-                           self.mirror.sync if self.mirror else None)
+                           self.mirror.sync if self.mirror else None, space.heartbeat)
 
     @property
     def path(self) -> Path:
