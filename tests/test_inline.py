@@ -118,10 +118,15 @@ def cpu_has_avx() -> bool:
                    for line in f)
 
 
-def test_a_signal_handler_on_an_alternate_stack_above(tmp_path, target_bin, engine):
+def test_a_signal_handler_on_an_alternate_stack_above(tmp_path, target_bin, engine, request):
     """The handler runs on a signal stack above the thread's own: a lower sp there does not
     mean a deeper call, and a higher one does not mean the thread's calls were left (no
     EXCEPTION): its calls nest inside work()'s, with either engine."""
+    if "frida" in engine and platform.machine() in ("aarch64", "arm64"):
+        # Still run, and shown as XFAIL or XPASS, never as passed: docs/platforms.md
+        request.applymarker(pytest.mark.xfail(
+            reason="arm64: about 1 run in 3 the program dies of SIGSEGV inside Frida's agent "
+                   "(its Interceptor, a hooked call from a handler on the alternate stack)"))
     n = 100_000
     s, out = trace(tmp_path, *engine, "-f", target_bin("inline_cases"), "altstack", n,
                    "-i", "inline_cases!work", "-i", "inline_cases!in_handler", quiet=False)
