@@ -1,9 +1,9 @@
 """arm64, from this x86_64 machine: scripts/arm64.sh boots the emulated arm64 Linux machine (the
-first run builds its image, about 6 minutes, then cached), and a smoke subset of the arm64 tests
+first run builds its image, 6 to 11 minutes, then cached), and a smoke subset of the arm64 tests
 runs inside it with this checkout: the detail lane's registers (x0-x7, x0 on return, lr, fp, sp)
 with gcc through the Interceptor and TinyCC through the inline engine's stubs, tail calls as `b`
 with both engines, exact counts over shm and rpc. The whole subset, `bash scripts/arm64.sh`
-(about 52 minutes under emulation), is run before an arm64 change is called done
+(one to three hours or more under emulation, as the machine's speed goes), is run before an arm64 change is called done
 (docs/platforms.md)."""
 
 import os

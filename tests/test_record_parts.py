@@ -7,11 +7,14 @@ others) run the same parts behind a real agent in real processes.
 """
 
 import datetime as dt
+import os
+import subprocess
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import frida
 import numpy as np
 import pytest
 
@@ -23,6 +26,7 @@ from ada.tracer.errors import TracerError
 from ada.tracer.record import lane_io
 from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
+from ada.tracer.record.devices import ATTACH_TRIES, attach
 from ada.tracer.record.drain import Drain, Heartbeat
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
 from ada.tracer.record.hooked import HookedFunctions
@@ -815,3 +819,34 @@ def test_the_children_forked_read_from_the_region_keep_order_and_count_the_rest(
     assert agent.reader.forked() == ([1000, 1001, 1002], 3)
     assert R.FORKS_OFFSET >= R.TRIGGERS_OFFSET + R.TRIGGER_SLOTS * R.TRIGGER_ENTRY.itemsize
     assert R.FORKS_OFFSET + 4 * R.FORK_SLOTS <= R.SLOTS_OFFSET
+
+
+class SlowAgentDevice:
+    """A device whose agent misses Frida's 5 s answer `misses` times, then attaches."""
+    type = "local"
+
+    def __init__(self, misses: int) -> None:
+        self.misses, self.calls = misses, 0
+
+    def attach(self, pid):
+        self.calls += 1
+        if self.calls <= self.misses:
+            raise frida.ProcessNotRespondingError(
+                "unexpectedly timed out trying to sync up with agent")
+        return ("session", pid)
+
+
+def test_an_agent_that_did_not_answer_in_time_is_attached_again_while_the_process_lives():
+    said = []
+    device = SlowAgentDevice(misses=ATTACH_TRIES - 1)
+    assert attach(device, os.getpid(), said.append) == ("session", os.getpid())
+    assert device.calls == ATTACH_TRIES and len(said) == ATTACH_TRIES - 1
+    assert "did not answer in time" in said[0] and f"2 of {ATTACH_TRIES}" in said[0]
+    with pytest.raises(frida.ProcessNotRespondingError):  # every try missed
+        attach(SlowAgentDevice(misses=ATTACH_TRIES), os.getpid())
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: no such process any more
+    device = SlowAgentDevice(misses=1)
+    with pytest.raises(frida.ProcessNotRespondingError):
+        attach(device, gone.pid)
+    assert device.calls == 1  # a process that is gone is not attached again

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from typing import Callable
 
 import frida
 from frida_tools.application import ConsoleApplication, find_device, parse_typed_option
 
 from ..errors import TracerError
-from .frida_errors import FRIDA_ERRORS, describe_frida_error
+from .frida_errors import FRIDA_ERRORS, describe_frida_error, target_alive
 from .options import Target
 
 
@@ -96,6 +97,27 @@ def find_app_pid(device: frida.core.Device, identifier: str) -> int:
         raise TracerError(f"app '{identifier}' is not running on {device.name}; "
                           f"spawn it with -f {identifier}")
     return running[0].pid
+
+
+# Frida's Linux injector waits 5 s for its agent to answer once loaded (frida-core), then gives
+# up: "unexpectedly timed out trying to sync up with agent". The emulated arm64 machine missed
+# that on a program whose two threads kept both CPUs busy, about 1 attach in 7 (2026-11-26).
+ATTACH_TRIES = 3
+
+
+def attach(device: frida.core.Device, pid: int,
+           info: Callable[[str], None] = lambda m: None) -> frida.core.Session:
+    """device.attach(pid), tried again while the process lives when Frida's agent did not
+    answer in time (ProcessNotRespondingError: a slow or busy machine); other errors raise."""
+    for attempt in range(1, ATTACH_TRIES + 1):
+        try:
+            return device.attach(pid)
+        except frida.ProcessNotRespondingError as e:
+            if attempt == ATTACH_TRIES or not target_alive(device, pid):
+                raise
+            info(f"Frida's agent did not answer in time ({describe_frida_error(e)}): "
+                 f"attaching again ({attempt + 1} of {ATTACH_TRIES})")
+    raise AssertionError("unreachable")
 
 
 def check_device_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -26,7 +26,7 @@ from ada.atf.format import OS_ANDROID, OS_IOS, OS_LINUX, OS_MACOS
 
 from ..errors import TracerError
 from ..symbols.modules import string_slots
-from .devices import find_app_pid, program_path
+from .devices import attach, find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .ending import (EXPECTED_ENDS, TargetEnd, hold_warnings, killed_warning, losses,
                      side_effects)
@@ -203,7 +203,7 @@ class Recorder:
             self.pid = find_app_pid(self.device, str(value))
         else:
             self.pid = self.device.get_process(str(value)).pid
-        self.frida_session = self.device.attach(self.pid)
+        self.frida_session = attach(self.device, self.pid, self.info)
         self.frida_session.on("detached", self._on_detached)
         self.on_attached(self.frida_session)
 
