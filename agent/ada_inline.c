@@ -71,8 +71,8 @@ ada_inline_drop (ThreadState * t, InlineStack * st, guint64 keep, guint64 now)
       t->in_frida_call = 0;  /* Frida's call was left too: the program's calls record again */
       continue;
     }
-    ADA_EMIT (t, now, st->entries[n].function_id, ADA_EVENT_EXCEPTION, (guint32) n,
-        ADA_NO_DETAIL);
+    ADA_EMIT (t, now, st->entries[n].function_id, ADA_EVENT_EXCEPTION,
+        (guint32) n + ADA_INTERCEPTOR_OPEN (t), ADA_NO_DETAIL);
     if (!st->entries[n].unwinding)
       left++;
   }
@@ -196,7 +196,8 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   }
   else if (s->detail_mode == ADA_DETAIL_OFF)
   {
-    ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n, ADA_NO_DETAIL);
+    ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n + ADA_INTERCEPTOR_OPEN (t),
+        ADA_NO_DETAIL);
   }
   else
   {
@@ -204,7 +205,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     ADA_INLINE_ENTRY_REGS (&r, frame);
     r.sp = sp;
     ADA_FOREIGN (ada_emit_with_detail (t, &r, function_address, now, function_id,
-        ADA_EVENT_CALL, (guint32) n, ret));  /* its stack window still shows the real return */
+        ADA_EVENT_CALL, (guint32) n + ADA_INTERCEPTOR_OPEN (t), ret));  /* its stack window still shows the real return */
   }
   frame[ADA_ENTRY_RET] = s->inline_exit;
   ADA_COMPILER_BARRIER ();
@@ -259,7 +260,8 @@ ada_inline_leave (guint64 * frame)
   frame[ADA_EXIT_RET] = ret;  /* as before the call returned (a detail record's stack window) */
   if (s->detail_mode == ADA_DETAIL_OFF)
   {
-    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1), ADA_NO_DETAIL);
+    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1) + ADA_INTERCEPTOR_OPEN (t),
+        ADA_NO_DETAIL);
   }
   else
   {
@@ -269,8 +271,8 @@ ada_inline_leave (guint64 * frame)
       r.regs[k] = 0;
     ADA_INLINE_EXIT_REGS (&r, frame);
     r.sp = sp;
-    ADA_FOREIGN (ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1),
-        ret));
+    ADA_FOREIGN (ada_emit_with_detail (t, &r, 0, now, fid, ADA_EVENT_RETURN,
+        (guint32) (i - 1) + ADA_INTERCEPTOR_OPEN (t), ret));
   }
   ADA_COMPILER_BARRIER ();
   t->busy = 0;

@@ -143,8 +143,8 @@ ada_left_frames (ThreadState * t, GumInvocationContext * ic, guint64 sp, guint64
       left--;
       continue;
     }
-    ADA_EMIT (t, now, t->shadow_fid[t->shadow_len], ADA_EVENT_EXCEPTION, t->shadow_len,
-        ADA_NO_DETAIL);
+    ADA_EMIT (t, now, t->shadow_fid[t->shadow_len], ADA_EVENT_EXCEPTION,
+        t->shadow_len + ADA_INLINE_OPEN (t), ADA_NO_DETAIL);
   }
   return left;
 }
@@ -202,7 +202,7 @@ ada_on_enter (GumInvocationContext * ic)
     t->in_frida_call = 1;
     return;
   }
-  depth = t->shadow_len + t->depth_extra;
+  depth = ADA_INTERCEPTOR_OPEN (t) + ADA_INLINE_OPEN (t);
   if (ada_state.detail_mode == ADA_DETAIL_OFF)
   {
     if (t->shadow_len < ADA_SHADOW_MAX)
@@ -266,7 +266,7 @@ ada_on_leave (GumInvocationContext * ic)
   if (t->depth_extra > 0)
   {
     t->depth_extra--;
-    depth = t->shadow_len + t->depth_extra;
+    depth = ADA_INTERCEPTOR_OPEN (t) + ADA_INLINE_OPEN (t);
     ADA_FUNCTION_ID (ic, fid);
   }
   else
@@ -280,7 +280,7 @@ ada_on_leave (GumInvocationContext * ic)
       fid = t->shadow_fid[t->shadow_len];
       matched = TRUE;
     }
-    depth = t->shadow_len;
+    depth = t->shadow_len + ADA_INLINE_OPEN (t);
     if (!matched)  /* no CALL entry: ada took it for left (a tail call it did not know) */
     {
       ADA_FUNCTION_ID (ic, fid);

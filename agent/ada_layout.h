@@ -290,6 +290,15 @@ typedef struct
                                * is open (ada_inline_enter, ada_on_enter) */
 } ThreadState;
 
+/*
+ * A call's depth counts every call open on its thread, whichever engine took them: the
+ * inline engine leaves to the Interceptor the functions it cannot patch and those Frida
+ * hooked already (exit, whose atexit handlers call the program's functions), so a call of
+ * one engine can be open around calls of the other. Each engine adds the other's open calls.
+ */
+#define ADA_INTERCEPTOR_OPEN(t) ((t)->shadow_len + (t)->depth_extra)
+#define ADA_INLINE_OPEN(t) ((t)->inline_stack != NULL ? (guint32) (t)->inline_stack->len : 0)
+
 /* Frida's listener function data is several calls away; ic->function is a field. */
 typedef struct
 {
