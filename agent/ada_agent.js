@@ -49,6 +49,7 @@ class AdaAgent {
     this.handedOver = false; /* the rings went to ada as the process ends */
     this.stoppedByHost = false;
     this.exitStatus = null;
+    this.endHooked = false;  /* ada's hooks on exit, _exit and abort are in: they hand over */
     this.stringArgs = new Map();  /* functionId -> regs[] slots holding C strings */
     this.inline = null;      /* the inline hook engine (--hook-engine inline), or Frida's Interceptor */
     this.hold = null;        /* the program's threads held while code is written (ThreadHold) */

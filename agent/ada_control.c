@@ -206,6 +206,9 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("const.slot_free", ADA_SLOT_FREE);
   ADA_LAYOUT ("const.policy_wait", ADA_POLICY_WAIT);
   ADA_LAYOUT ("const.policy_drop", ADA_POLICY_DROP);
+  ADA_LAYOUT ("agent.end_exit", ADA_END_EXIT);
+  ADA_LAYOUT ("agent.end__exit", ADA_END__EXIT);
+  ADA_LAYOUT ("agent.end_abort", ADA_END_ABORT);
   ADA_LAYOUT ("const.detail_off", ADA_DETAIL_OFF);
   ADA_LAYOUT ("const.detail_always", ADA_DETAIL_ALWAYS);
   ADA_LAYOUT ("const.detail_window", ADA_DETAIL_WINDOW);
@@ -283,9 +286,13 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_LAYOUT ("agent.state_frida_tid_count", ADA_OFFSET (AdaState, frida_tid_count));
   ADA_LAYOUT ("agent.state_traps", ADA_OFFSET (AdaState, traps));
   ADA_LAYOUT ("agent.frida_tids", ADA_FRIDA_TIDS);
+  ADA_LAYOUT ("agent.state_exit_window", ADA_OFFSET (AdaState, exit_window));
+  ADA_LAYOUT ("agent.state_exit_window_tids", ADA_OFFSET (AdaState, exit_window_tids));
+  ADA_LAYOUT ("agent.state_exit_window_count", ADA_OFFSET (AdaState, exit_window_count));
+  ADA_LAYOUT ("agent.exit_window_tids", ADA_EXIT_WINDOW_TIDS);
   ADA_LAYOUT ("agent.state_here", ADA_OFFSET (AdaState, here));
   ADA_LAYOUT ("agent.state_tls_offset", ADA_OFFSET (AdaState, tls_offset));
-  ADA_LAYOUT ("agent.state_on_exit", ADA_OFFSET (AdaState, on_exit));
+  ADA_LAYOUT ("agent.state_on_end", ADA_OFFSET (AdaState, on_end));
   ADA_LAYOUT ("agent.stubs_save_vectors", ADA_STUBS_SAVE_VECTORS);
   ADA_LAYOUT ("agent.thread_busy", ADA_OFFSET (ThreadState, busy));
   ADA_LAYOUT ("agent.thread_tid", ADA_OFFSET (ThreadState, tid));

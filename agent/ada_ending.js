@@ -3,8 +3,8 @@
  * ada agent, the ending (AgentEnding, methods of AdaAgent): how a recording ends. The
  * host stops it (stopByHost, stop); or the process exits, execs or dies of a fatal signal,
  * and what ada has not taken yet is handed over in one ada:final message (dispose, the
- * exit hooks, the exception handler), waiting (bounded) for the host's ada:ack. A forked
- * child's copy of this script does none of this (_forked).
+ * hooks on exit, _exit and abort, the exception handler), waiting (bounded) for the host's
+ * ada:ack. A forked child's copy of this script does none of this (_forked).
  */
 
 const HANDOVER_TIMEOUT_MS = 10000;  /* how long a dying process waits for ada to take its rings */
@@ -50,14 +50,21 @@ function readProc(path) {
 
 const AgentEnding = {
   /*
-   * Frida calls this as the process exits or execs (it hooks exit, _exit and
-   * abort), and when the script is unloaded. On exit and exec everything ada has
-   * not taken yet is handed over: with the RPC transport the rings die with the
-   * process, and through a relay (a portal, frida-server) a message sent while
-   * the process dies can be lost, so Frida's call waits (bounded) for ada's
-   * acknowledgement. On unload ada has drained already (it stopped first).
+   * Frida calls this as the process exits or execs (its own hooks on exit, _exit and abort
+   * run before ada's), and when the script is unloaded. At an exit ada's own hooks, which run
+   * next, hand the rings over at the process's real end (_onEndCall): the recording goes on
+   * through the program's atexit handlers and destructors. On exec, or at an exit before
+   * those hooks are in, everything ada has not taken yet is handed over here: with the RPC
+   * transport the rings die with the process, and through a relay (a portal, frida-server)
+   * a message sent while the process dies can be lost, so Frida's call waits (bounded) for
+   * ada's acknowledgement. On unload ada has drained already (it stopped first).
    */
   dispose(reason) {
+    if (reason === 'exit' && this.endHooked && !this.handedOver && !this.stoppedByHost &&
+        !this._forked()) {
+      this.stateAddress.add(this.layout['agent.state_exit_window']).writeU32(1);
+      return null;  /* until ada's hook: threads starting meanwhile are Frida's (ada_rings.c) */
+    }
     this.stop();
     if (this._forked())
       return null;  /* a forked child's copy: the recording and its rings are the parent's */
@@ -72,7 +79,7 @@ const AgentEnding = {
     });
     this._sendHandover(reason, null);
     if (reason === 'exit')
-      this._attachExitHooks();  /* stop() removed them; exit goes on to _exit */
+      this._attachEndHooks();  /* stop() removed them; exit goes on to _exit, with its status */
     return acked;
   },
 
@@ -95,8 +102,26 @@ const AgentEnding = {
     const rpcData = this.regionKind === 'rpc' && this.region !== null;
     this.handedOver = true;
     send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus,
-           children: reason === 'exec' ? [] : this._newChildren() },
+           children: reason === 'exec' ? [] : this._newChildren(),
+           unrecordedThreads: this._unrecordedThreads() },
          rpcData ? this.pull([], this._pendingBytes(), []) : null);
+  },
+
+  /*
+   * The threads that started while Frida prepared the exit, taken for Frida's and not
+   * recorded (ada_exit_window_thread), that Frida has not cloaked since: the program's.
+   * Those past the ids kept count too (as the program's: nobody can tell).
+   */
+  _unrecordedThreads() {
+    const L = this.layout, state = this.stateAddress;
+    const count = state.add(L['agent.state_exit_window_count']).readU32();
+    const kept = Math.min(count, L['agent.exit_window_tids']);
+    let unrecorded = count - kept;
+    for (let i = 0; i < kept; i++) {
+      if (!Cloak.hasThread(state.add(L['agent.state_exit_window_tids'] + 4 * i).readU32()))
+        unrecorded++;
+    }
+    return unrecorded;
   },
 
   /*
@@ -143,43 +168,55 @@ const AgentEnding = {
   },
 
   /*
-   * exit() and _exit(): their status is the process's exit status. Frida's own
-   * hook on them calls dispose() first, which hands the rings over; but a
-   * session that came through a portal is not disposed at exit (Frida keeps
-   * those apart), so the first of these calls hands them over if nobody has.
+   * exit(), _exit() and abort(), after Frida's own hooks on them (see dispose). exit()'s and
+   * _exit()'s status is the process's exit status. A session that came through a portal is
+   * not disposed at exit (Frida keeps those apart): these hooks hand the rings over either way.
    */
-  _attachExitHooks() {
-    if (this.onExitCallback === undefined) {
-      this.onExitCallback = new NativeCallback(status => this._onExitCall(status), 'void', ['int']);
-      this.stateAddress.add(this.layout['agent.state_on_exit']).writePointer(this.onExitCallback);
+  _attachEndHooks() {
+    if (this.onEndCallback === undefined) {
+      this.onEndCallback = new NativeCallback((status, kind) => this._onEndCall(status, kind),
+                                              'void', ['int', 'int']);
+      this.stateAddress.add(this.layout['agent.state_on_end']).writePointer(this.onEndCallback);
     }
-    const onExit = { onEnter: this.cm.ada_on_exit };  /* C: a forked child stays out of here */
     const seen = new Set();
-    for (const name of ['exit', '_exit']) {
+    /* C: a forked child stays out of here */
+    for (const [name, onEnter] of [['exit', this.cm.ada_on_exit], ['_exit', this.cm.ada_on__exit],
+                                   ['abort', this.cm.ada_on_abort]]) {
       const address = Module.findGlobalExportByName(name);
       if (address === null || seen.has(address.toString()))
         continue;
       seen.add(address.toString());
       try {
-        Interceptor.attach(address, onExit);
+        Interceptor.attach(address, { onEnter });
+        this.endHooked = true;
       } catch (e) {
       }
     }
   },
 
-  _onExitCall(status) {
+  /*
+   * exit() notes its status and lets the program's atexit handlers and destructors run,
+   * recorded; exit() then calls _exit(). At _exit() or abort(), the last the process runs
+   * of its own (abort's SIGABRT comes next: _onException), the rings are handed over and
+   * the thread waits, bounded, for the host to have taken them.
+   */
+  _onEndCall(status, kind) {
     if (this._forked())
       return;  /* a forked child's exit: not the traced process's */
-    if (this.exitStatus !== null)
-      return;  /* exit() calls _exit() with the same status */
-    this.exitStatus = status;
-    if (this.handedOver) {
-      send({ type: MESSAGES.exitStatus, status });
-    } else {
-      if (this.region !== null)
-        this.region.add(this.layout['header.stop']).writeU32(1);
-      this._sendHandover('exit', null);
+    const C = this.layout;
+    if (kind !== C['agent.end_abort'] && this.exitStatus === null) {
+      this.exitStatus = status;
+      if (this.handedOver) {  /* dispose handed over first (before these hooks were in) */
+        send({ type: MESSAGES.exitStatus, status });
+        this._awaitAck();
+        return;
+      }
     }
+    if (kind === C['agent.end_exit'] || this.handedOver)
+      return;
+    if (this.region !== null)
+      this.region.add(C['header.stop']).writeU32(1);
+    this._sendHandover('exit', null);
     this._awaitAck();
   },
 
@@ -251,6 +288,7 @@ const AgentEnding = {
     if (this.hooked) {
       this._putBackInterceptorHeads();
       Interceptor.detachAll();
+      this.endHooked = false;
       Interceptor.flush();
       if (this.inline !== null)
         this._leaveInline();

@@ -413,10 +413,10 @@ const AgentHooking = {
   hook() {
     this.heartbeat();
     Process.setExceptionHandler(details => this._onException(details));
-    this._attachExitHooks();
     for (const module of Process.enumerateModules())
       this._watchRuntime(module);
     const result = this._attach(this.initial.functions, this.initial.triggers);
+    this._attachEndHooks();  /* after the selection's: a traced _exit is recorded before the handover */
     this.heartbeat();
     this.initial = null;
     this.hooked = true;

@@ -135,6 +135,9 @@ extern int pthread_key_delete (gsize key);
 #define ADA_SLOTS_OFFSET 4096
 #define ADA_POLICY_WAIT 0
 #define ADA_POLICY_DROP 1
+#define ADA_END_EXIT 0              /* which of the process's ends was called: ada_on_exit */
+#define ADA_END__EXIT 1
+#define ADA_END_ABORT 2
 #define ADA_SHADOW_MAX 256
 #define ADA_DETAIL_OFF 0
 #define ADA_DETAIL_ALWAYS 1
@@ -333,6 +336,7 @@ typedef struct
 } TrapTable;
 
 #define ADA_FRIDA_TIDS 64
+#define ADA_EXIT_WINDOW_TIDS 16
 
 /* The program's threads held while ada writes code (ada_hold.c): the threads asked, where
  * each was, and the gate they wait at. */
@@ -382,6 +386,10 @@ typedef struct
   guint32 frida_tids[ADA_FRIDA_TIDS];  /* Frida's threads as the agent loaded: see
                                         * ada_frida_thread */
   guint32 frida_tid_count;
+  volatile guint32 exit_window;  /* 1 while Frida prepares the process's exit: see
+                                  * ada_exit_window_thread */
+  guint32 exit_window_tids[ADA_EXIT_WINDOW_TIDS];
+  volatile guint32 exit_window_count;  /* threads that started in that window */
   TrapTable * volatile traps;  /* the breakpoint hooks (see ada_inline_trap); NULL: none */
   guint64 trap_before[4];     /* the SIGTRAP action before ada's (the kernel's sigaction) */
   guint32 trap_installed;     /* 1 while ada's SIGTRAP handler is in front */
@@ -390,7 +398,8 @@ typedef struct
   guint64 tls_offset;         /* tls_key's value from the thread pointer; 0: ask pthread (see
                                * ada_tls_get) */
   guint64 tls_seq;            /* the key's seq beside it, while the key is ours */
-  void (* on_exit) (gint status);  /* the agent's exit handler (JavaScript): see ada_on_exit */
+  void (* on_end) (gint status, gint kind);  /* the agent's handler of exit(), _exit() and abort()
+                                              * (JavaScript; kind ADA_END_*): see ada_on_exit */
   guint64 vector_mask;        /* x86_64: the xsave components ADA_FOREIGN keeps; 0: fxsave */
   guint32 vector_bytes;       /* x86_64: ADA_FOREIGN's buffer, alignment included */
   AdaHold hold;               /* see ada_hold.c */

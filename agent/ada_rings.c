@@ -239,9 +239,31 @@ ada_frida_thread (void)
 }
 
 /*
+ * Whether this thread starts while Frida prepares the process's exit: from Frida's call of
+ * the agent's dispose at exit(), _exit() or abort() until ada's own hook on it runs next
+ * (AgentEnding.dispose, ada_on_exit). Frida starts a thread of its own then (in about one
+ * exit in four here), and libc's thread start (__ctype_init, setjmp) calls hooked functions
+ * before Frida cloaks it. Such a thread is taken for Frida's; its id is kept, and the
+ * handover names those Frida has not cloaked since: the program's, not recorded (counted).
+ */
+static gboolean
+ada_exit_window_thread (void)
+{
+  AdaState * s = &ada_state;
+  guint32 i;
+
+  if (!s->exit_window)
+    return FALSE;
+  i = (guint32) g_atomic_int_add ((volatile gint *) &s->exit_window_count, 1);
+  if (i < ADA_EXIT_WINDOW_TIDS)
+    s->exit_window_tids[i] = ada_os_thread_id ();
+  return TRUE;
+}
+
+/*
  * A thread's first hooked call, with either engine (its TLS is empty): one of Frida's
- * threads (ada_frida_thread) is marked so for good (the TLS says `frida`, which both
- * engines leave alone); any other gets a slot. While the thread id is read, the TLS says
+ * threads (ada_frida_thread, ada_exit_window_thread) is marked so for good (the TLS says
+ * `frida`, which both engines leave alone); any other gets a slot. While the thread id is read, the TLS says
  * `unmasked`: the syscall is ada's own call (see ada_register_thread).
  */
 static ThreadState *
@@ -250,7 +272,7 @@ ada_first_call (void)
   AdaState * s = &ada_state;
 
   gum_tls_key_set_value (s->tls_key, &s->unmasked);
-  if (ada_frida_thread ())
+  if (ada_frida_thread () || ada_exit_window_thread ())
   {
     gum_tls_key_set_value (s->tls_key, &s->frida);
     return &s->frida;

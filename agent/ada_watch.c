@@ -1,9 +1,10 @@
 /*
  * ada_watch.c: callbacks on functions ada watches rather than records, with either engine:
  * std::terminate (ada_on_terminate: which hooked call a C++ exception could not unwind
- * through), the --trigger functions (ada_on_trigger: the flight recorder's trigger ring), and
- * exit() and _exit() (ada_on_exit), and fork() and execve() where Frida does not hold
- * children (ada_on_fork, ada_on_exec_enter); and this process's children (ada_children).
+ * through), the --trigger functions (ada_on_trigger: the flight recorder's trigger ring),
+ * exit(), _exit() and abort() (ada_on_exit, ada_on__exit, ada_on_abort), and fork() and
+ * execve() where Frida does not hold children (ada_on_fork, ada_on_exec_enter); and this
+ * process's children (ada_children).
  */
 
 /*
@@ -74,19 +75,40 @@ ada_own_process (void)
 }
 
 /*
- * exit() or _exit() was called: the agent's handler (JavaScript, AgentEnding._onExitCall)
- * hands the rings over. Not in a child, which never enters JavaScript from here: a forked
- * child Frida does not hold (recorder.py, _hold_children) has a copy of the script's engine
- * whose lock another thread may have held at the fork, and it would wait for it for ever
- * (1 child in about 600 did); a vfork child's _exit after a failed exec is not the traced
- * process's exit.
+ * exit(), _exit() or abort() was called (ADA_END_*): the agent's handler (JavaScript,
+ * AgentEnding._onEndCall) notes exit()'s status and lets the program's atexit handlers and
+ * destructors run, recorded; at _exit() or abort(), the process's real end, it hands the
+ * rings over. Not in a child, which never enters JavaScript from here: a forked child Frida
+ * does not hold (recorder.py, _hold_children) has a copy of the script's engine whose lock
+ * another thread may have held at the fork, and it would wait for it for ever (1 child in
+ * about 600 did); a vfork child's _exit after a failed exec is not the traced process's exit.
  */
+static void
+ada_end_called (GumInvocationContext * ic, gint kind)
+{
+  if (ada_state.on_end == NULL || !ada_own_process ())
+    return;
+  ada_state.exit_window = 0;  /* Frida's preparation is over: see ada_exit_window_thread */
+  ada_state.on_end (kind == ADA_END_ABORT ? 0
+      : (gint) (gsize) gum_invocation_context_get_nth_argument (ic, 0), kind);
+}
+
 void
 ada_on_exit (GumInvocationContext * ic)
 {
-  if (ada_state.on_exit == NULL || !ada_own_process ())
-    return;
-  ada_state.on_exit ((gint) (gsize) gum_invocation_context_get_nth_argument (ic, 0));
+  ada_end_called (ic, ADA_END_EXIT);
+}
+
+void
+ada_on__exit (GumInvocationContext * ic)
+{
+  ada_end_called (ic, ADA_END__EXIT);
+}
+
+void
+ada_on_abort (GumInvocationContext * ic)
+{
+  ada_end_called (ic, ADA_END_ABORT);
 }
 
 /*

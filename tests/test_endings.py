@@ -10,11 +10,12 @@ from ada.atf import format as F
 from helpers import assert_balanced, assert_verify_clean, function_events, run_ada, session_path
 
 CALLS, THREADS = 20000, 4
+LATE_CALLS = 5  # ends.c: late() from its atexit handler (3) and its destructor (2)
 
 
 def trace_ending(tmp_path, target_bin, transport, ending, *extra):
     out = run_ada("trace", "-q", "-o", tmp_path, "--transport", transport, *extra, "-f",
-                  target_bin("ends"), CALLS, THREADS, ending, "-i", "ends!work", "-i", "ends!boom")
+                  target_bin("ends"), CALLS, THREADS, ending, "-i", "ends!work", "-i", "ends!boom", "-i", "ends!late")
     assert out.returncode == 0, out.stderr
     return out, atf.open_session(session_path(out))
 
@@ -30,7 +31,7 @@ def assert_every_call(s):
 @pytest.mark.parametrize("transport", ["shm", "rpc"])
 @pytest.mark.parametrize("ending,reason,detail", [
     ("exit:3", "target-exited", 3),
-    ("_exit:4", "target-exited", None),  # _exit skips the hook that sees the status
+    ("_exit:4", "target-exited", 4),
     ("segv", "target-crashed", "SIGSEGV"),
     ("segv-traced", "target-crashed", "SIGSEGV"),
     ("abort", "target-crashed", "SIGABRT"),
@@ -51,6 +52,14 @@ def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, r
         assert end["exit_status"] == detail
     boom = np.concatenate(list(function_events(s, "boom").values()))
     assert boom["event_kind"].tolist() == ([F.EVENT_CALL] if ending == "segv-traced" else [])
+    # exit() runs the program's atexit handlers and destructors before the process ends: they
+    # are the program's calls, recorded (_exit, a crash and abort run none)
+    tids = {t.id: t.thread_id for t in s.threads}
+    late = {tids[t]: ev["event_kind"].tolist() for t, ev in function_events(s, "late").items()
+            if len(ev)}
+    pid = s.manifest.document["process"]["pid"]
+    assert late == ({pid: [F.EVENT_CALL, F.EVENT_RETURN] * LATE_CALLS}
+                    if ending.startswith("exit") else {})
     assert_verify_clean(s.path)
 
 

@@ -755,6 +755,13 @@ def test_losses_count_every_kind_and_an_unknown_count_is_a_loss():
                  skipped_events=0)
     assert losses(clean, (0, 0)) == (0, [])
     assert losses(clean, None)[0] == 1
+    # threads of the program taken for Frida's as it prepared the exit: unknown calls, a loss
+    end = TargetEnd()
+    end.on_final({"heads": [], "crash": None, "exitStatus": 0, "unrecordedThreads": 2})
+    lost, said = losses(clean, (0, 0), end.unrecorded_threads())
+    assert lost == 2 and said[0].startswith("2 thread(s) of the program started while Frida")
+    end.on_final({"heads": [], "crash": None, "exitStatus": 0})  # an older agent's handover
+    assert end.unrecorded_threads() == 0
     effects = side_effects(dict(clean, unbacked_threads=2, unwound_calls=9, terminate={
         "thread_id": 5, "open_calls": 2, "function_id": 7}), {7: "m!f"}.get)
     assert len(effects) == 3 and "the innermost m!f" in effects[2] and "-x 'm!f'" in effects[2]

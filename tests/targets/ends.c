@@ -1,5 +1,6 @@
 /* Calls work() N times (argv[1]) on each of T threads (argv[2]; 0: on the main thread), waits
- * for them, then ends as argv[3] says:
+ * for them, then ends as argv[3] says (an exit runs an atexit handler and a destructor, which
+ * call late() LATE_CALLS times in all, on the main thread):
  *   exit:S      exit(S)                  _exit:S   _exit(S), no atexit handlers
  *   segv        a write through NULL, outside any traced function
  *   segv-traced a write through NULL inside boom(), a function the tests trace
@@ -27,6 +28,24 @@ __attribute__((noinline)) long boom(long x)
   return x;
 }
 
+__attribute__((noinline)) long late(long x)
+{
+  sink -= x;
+  return x;
+}
+
+static void at_exit(void)
+{
+  for (long i = 0; i < 3; i++)
+    late(i);
+}
+
+__attribute__((destructor)) static void at_unload(void)
+{
+  late(10);
+  late(11);
+}
+
 static long calls;
 
 static void *run(void *arg)
@@ -44,6 +63,7 @@ int main(int argc, char **argv)
   const char *how = argc > 3 ? argv[3] : "exit:0";
   if (threads > 256)
     threads = 256;
+  atexit(at_exit);
   if (argc > 4) {
     printf("waiting for %s\n", argv[4]);
     fflush(stdout);

@@ -31,6 +31,12 @@ class TargetEnd:
         if payload.get("crash"):
             self.crash = payload["crash"]
 
+    def unrecorded_threads(self) -> int:
+        """Threads that started while Frida prepared the exit and that ada took for Frida's,
+        not recording them, but that Frida did not claim: the program's (ada_exit_window_thread
+        in agent/ada_rings.c)."""
+        return int((self.handover or {}).get("unrecordedThreads") or 0)
+
     def on_exit_status(self, status: int) -> None:
         self.exit_status = int(status)
 
@@ -86,10 +92,16 @@ def describe_crash(crash: dict[str, Any]) -> str:
     return text + f" in thread {crash['threadId']}"
 
 
-def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tuple[int, list[str]]:
-    """Everything the recording lost (by the drain's summary and the undelivered count; an
-    unknown count counts as a loss), and the warnings that say what was not said elsewhere."""
+def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None,
+           unrecorded_threads: int = 0) -> tuple[int, list[str]]:
+    """Everything the recording lost (by the drain's summary, the undelivered count and the
+    threads left unrecorded at the exit; an unknown count counts as a loss), and the warnings
+    that say what was not said elsewhere."""
     warnings = []
+    if unrecorded_threads:
+        warnings.append(f"{unrecorded_threads:,} thread(s) of the program started while Frida "
+                        "prepared the process's exit and were not recorded (ada took them for "
+                        "Frida's own): their calls are lost, how many is unknown")
     if undelivered is None:
         warnings.append("the target ended without handing over its rings (killed?): the events "
                         "it recorded after ada's last pull are lost, how many is unknown")
@@ -106,7 +118,8 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None) -> tupl
                         "ada's own code, or nested past its million-call shadow stack")
     lost = (summary["index_drops"] + summary["overflow_events"] + summary["detail_drops"]
             + summary["skipped_events"]
-            + summary["unwritten_events"] + (sum(undelivered) if undelivered else 1))
+            + summary["unwritten_events"] + (sum(undelivered) if undelivered else 1)
+            + unrecorded_threads)
     return lost, warnings
 
 

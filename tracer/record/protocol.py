@@ -9,7 +9,8 @@ they are used; these are the messages it sends unasked, and the host's one reply
                      breakpoints, hits}
     MODULE_UNLOADED  a module ada had seen went away: {path, base, removedNs}
     FINAL            the process exits, execs or crashes (the handover): {reason, crash, heads,
-                     exitStatus, children (pids forked since noteChildren, still alive)}, and
+                     exitStatus, children (pids forked since noteChildren, still alive),
+                     unrecordedThreads (the program's, started as Frida prepared the exit)}, and
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}
     ACK              host -> agent: the handover was taken, the process may go on

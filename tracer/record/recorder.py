@@ -396,7 +396,7 @@ class Recorder:
         summaries = pipeline.summaries()
         if not self.holds_children:
             warnings.extend(self._forked_children(summaries.drain))
-        lost, said = losses(summaries.drain, self.undelivered)
+        lost, said = losses(summaries.drain, self.undelivered, self.end.unrecorded_threads())
         warnings.extend(killed_warning(self.stop_reason) + said + side_effects(summaries.drain, self.hooked.function_name,
                                             self.agent_info.get("hookEngine", "frida"),
                                             self.agent_info.get("region")))
