@@ -47,6 +47,11 @@ def find_process_dir(path: str | os.PathLike) -> Path:
     if len(pids) > 1:
         names = ", ".join(c.name for c in pids)
         raise NotASessionError(f"holds several processes ({names}); give one of them", p)
+    sessions = sorted(c.name for c in p.iterdir()
+                      if c.is_dir() and c.name.startswith("session_") and process_dirs(c))
+    if sessions:  # `ada trace -o DIR` writes DIR/session_<time>/pid_N
+        shown = ", ".join(sessions[-3:]) + (f" and {len(sessions) - 3} older" if len(sessions) > 3 else "")
+        raise NotASessionError(f"holds recordings, not one: {shown}; give one of them", p)
     raise NotASessionError("not an ATF session (no manifest.json and no thread_* directory)", p)
 
 

@@ -80,6 +80,14 @@ def test_not_a_session_errors(tmp_path):
     (sw.path / "thread_0").mkdir()
     with pytest.raises(atf.NotASessionError, match="several processes"):
         atf.open_session(sw.path.parent)
+    # `ada trace -o out` writes out/session_<time>/pid_N: `out` names its recordings
+    out = tmp_path / "out"
+    for k in range(5):
+        (out / f"session_2026112{k}_000000").mkdir(parents=True)
+        random_session(tmp_path / str(k), [1]).rename(out / f"session_2026112{k}_000000" / "pid_99")
+    with pytest.raises(atf.NotASessionError, match="holds recordings, not one: session_20261122_"
+                       "000000, session_20261123_000000, session_20261124_000000 and 2 older"):
+        atf.open_session(out)
 
 
 def thread_with_links(tmp_path, forward, back):
