@@ -263,8 +263,8 @@ ada_exit_window_thread (void)
 /*
  * A thread's first hooked call, with either engine (its TLS is empty): one of Frida's
  * threads (ada_frida_thread, ada_exit_window_thread) is marked so for good (the TLS says
- * `frida`, which both engines leave alone); any other gets a slot. While the thread id is read, the TLS says
- * `unmasked`: the syscall is ada's own call (see ada_register_thread).
+ * `frida`, which both engines leave alone); any other gets a slot. While the thread id is
+ * read, the TLS says `unmasked`: the syscall is ada's own call (see ada_register_thread).
  */
 static ThreadState *
 ada_first_call (void)
