@@ -132,6 +132,7 @@ rpc.exports = {
   watchSpawn: () => agent.watchSpawn(),
   pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
   stop: () => agent.stopByHost(),
+  releaseWaiters: () => agent.releaseWaiters(),
   clockAnchor: () => agent.clockAnchor(),
   setStringArgs: masks => agent.setStringArgs(masks),
   /* For the tests: compile-check the hot path for platforms this host is not. */

@@ -66,6 +66,7 @@ const AgentEnding = {
       return null;  /* until ada's hook: threads starting meanwhile are Frida's (ada_rings.c) */
     }
     this.stop();
+    this.releaseWaiters();  /* the script goes: nothing is drained after this */
     if (this._forked())
       return null;  /* a forked child's copy: the recording and its rings are the parent's */
     if (reason !== 'exit' && reason !== 'exec' || this.handedOver || this.stoppedByHost)
@@ -214,8 +215,7 @@ const AgentEnding = {
     }
     if (kind === C['agent.end_exit'] || this.handedOver)
       return;
-    if (this.region !== null)
-      this.region.add(C['header.stop']).writeU32(1);
+    this.releaseWaiters();
     this._sendHandover('exit', null);
     this._awaitAck();
   },
@@ -269,7 +269,8 @@ const AgentEnding = {
     return false;
   },
 
-  /* ada stops the recording: it drains what is left, and unloads this script. */
+  /* ada stops the recording: it drains what is left, releases the waiters, and unloads this
+   * script. */
   stopByHost() {
     this.stoppedByHost = true;
     this.stop();
@@ -300,9 +301,20 @@ const AgentEnding = {
       this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
       this.finiFn();
     }
+    if (!this.stoppedByHost)  /* ada drains first, then calls releaseWaiters */
+      this.releaseWaiters();
+    return true;
+  },
+
+  /*
+   * The stop flag: a thread waiting for room in a full ring drops its event from now on
+   * instead of waiting. Set when nothing more will be drained: by the host once it has
+   * drained what was left after the unhook (a thread caught waiting as the hooks came out
+   * then gets its room, and its event is recorded), by the agent itself at a handover.
+   */
+  releaseWaiters() {
     if (this.region !== null && !this._forked())
       this.region.add(this.layout['header.stop']).writeU32(1);
-    return true;
   },
 
   /* In a forked child's copy of this script (its region is the parent's, shared). */

@@ -51,7 +51,7 @@ def new_drain(tmp_path, agent, sink=None, on_trigger=None, sync=None, reader=Non
 
 
 def finish(drain, writer):
-    drain.finish()
+    drain.finish(release=lambda: None)
     writer.finalize()
     return atf.open_session(writer.path)
 
@@ -165,7 +165,7 @@ def test_the_heartbeat_beats_from_the_mapping_until_the_drain_ends(tmp_path):
     assert beats(agent, agent.reader.header("heartbeat_ns"))  # no drain yet
     drain, writer = new_drain(tmp_path, agent, heartbeat=heartbeat)
     drain.start()
-    drain.finish()
+    drain.finish(release=lambda: None)
     time.sleep(0.3)  # a beat under way as the drain ended has landed
     assert not beats(agent, agent.reader.header("heartbeat_ns"), seconds=0.5)
 
@@ -576,7 +576,7 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
     agent.emit(a, index_events(4, tid=601, first_ts=1000, detail_seqs=np.arange(4)))
     agent.emit(b, index_events(6, tid=602, first_ts=900))
     agent.drop(b, n=2)
-    drain.finish()
+    drain.finish(release=lambda: None)
     writer.finalize()
     options = TraceOptions(selection=[{"op": "include", "kind": "function", "module": "demo",
                                        "pattern": "main", "offset": None}], detail="always")
@@ -725,7 +725,7 @@ def test_the_heads_handed_over_at_the_end_count_what_never_arrived(tmp_path):
     end.on_final({"heads": heads, "crash": None, "exitStatus": 3})
     assert (end.exit_status, end.on_detached("process-terminated", None)) == (3, "target-exited")
     assert end.undelivered(drain.shortfall, True, "target-exited") == (12, 0)
-    drain.finish()
+    drain.finish(release=lambda: None)
     writer.finalize()
 
 

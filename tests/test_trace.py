@@ -120,14 +120,17 @@ def test_exact_counts_eight_threads(tmp_path, target_bin, toolchain, engine):
 def test_a_running_program_recorded_twice(tmp_path, target_bin, engine):
     """Two recordings, one after the other, of one program whose two threads call work() in a
     tight loop: the second agent's thread key is a new one beside the first's (the threads
-    still hold the first's value), and each recording's threads nest whole."""
+    still hold the first's value), and each recording's threads nest whole. The rings are
+    tiny (128 events), so the threads are mostly waiting for room, also as each recording
+    stops: a thread caught so loses nothing (it dropped an event when the agent let the
+    waiters go before ada had drained what was left)."""
     gate = tmp_path / "gate"
     proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
                             text=True)
     try:
         assert read_line(proc) == "spinning\n"
         sessions = [trace(tmp_path / str(k), *engine, "-p", proc.pid, "-i", "inline_cases!work",
-                          "--duration", "1")[0] for k in range(2)]
+                          "--duration", "1", "--ring-kb", "4")[0] for k in range(2)]
         gate.touch()
         assert proc.wait(timeout=30) == 0 and proc.stdout.read().startswith("calls ")
     finally:

@@ -354,18 +354,27 @@ class Drain(threading.Thread):
             "clock": self.clock.summary() if self.clock is not None else {"hot_path": "os"},
         }
 
-    def finish(self, settle_s: float = 0.05) -> None:
-        """Stop polling, then drain until the rings stay empty for `settle_s`."""
+    def finish(self, release: Callable[[], None], settle_s: float = 0.05) -> None:
+        """Stop polling, drain until the rings stay empty for `settle_s`, then `release` the
+        producers (the stop flag: a thread that finds its ring full drops from then on) and
+        take what they wrote meanwhile.
+
+        Released only now, not as the hooks come out: a thread caught waiting for room then
+        (the drain behind, on a loaded machine) would have dropped an event of the recording.
+        Released even after a failed drain, so that no thread waits for it."""
         self._stop_requested.set()
         if self.is_alive():
             self.join()
+        if self.error is None:
+            quiet_since = time.monotonic()
+            while time.monotonic() - quiet_since < settle_s:
+                if self.drain_once():
+                    quiet_since = time.monotonic()
+                else:
+                    time.sleep(IDLE_SLEEP_S)
+        release()
         if self.error is not None:
             return
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < settle_s:
-            if self.drain_once():
-                quiet_since = time.monotonic()
-            else:
-                time.sleep(IDLE_SLEEP_S)
+        self.drain_once()
         if self.sink is not None:
             self.sink.finish(self.thread_writers, clock_ns())

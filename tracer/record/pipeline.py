@@ -259,10 +259,10 @@ class Pipeline:
 
     # --- the end --------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Tell the producers to stop waiting, then drain what is left (the writers stay open)."""
-        self.rings.set_stop()
-        self.drain.finish()
+    def stop(self, release: Callable[[], None]) -> None:
+        """Drain what is left, then `release` the producers still waiting for room (the
+        writers stay open)."""
+        self.drain.finish(release)
 
     @property
     def error(self) -> BaseException | None:

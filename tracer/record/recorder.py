@@ -376,7 +376,7 @@ class Recorder:
         never = self.hooked.never_matched(hints=True)
         if never:
             warnings.append(f"never matched: {'; '.join(never)}")
-        pipeline.stop()
+        pipeline.stop(self._release_waiters)
         error = pipeline.error
         if error is not None:
             self.stop_reason = f"error: {error}"
@@ -410,6 +410,16 @@ class Recorder:
         pipeline.close()
         return RecordingResult(pipeline.path, self.pid, self.stop_reason, clean,
                                pipeline.events, len(self.hooked.functions), warnings)
+
+    def _release_waiters(self) -> None:
+        """Set the stop flag in the target (once everything left was drained): a thread that
+        finds its ring full drops from then on instead of waiting for a drain that ends."""
+        if self._detached or self.script is None:
+            return
+        try:
+            self.script.exports_sync.release_waiters()
+        except FRIDA_ERRORS:
+            pass  # the process (and its waiting threads) are gone
 
     def _forked_children(self, drain: dict[str, Any]) -> list[str]:
         """The children this process forked, as the agent kept them (not held by Frida, they

@@ -413,5 +413,3 @@ class RingReader:
     def heartbeat(self) -> None:
         self._set_header("heartbeat_ns", clock_ns())
 
-    def set_stop(self) -> None:
-        self._set_header("stop", 1)
