@@ -117,10 +117,10 @@ ada_heartbeat (void)
 guint32
 ada_wait_flag (volatile guint32 * flag, guint32 timeout_ms)
 {
-  guint32 waited;
+  guint64 end = ada_now () + (guint64) timeout_ms * 1000000;
 
-  for (waited = 0; *flag == 0 && waited < timeout_ms; waited++)
-    g_usleep (1000);
+  while (*flag == 0 && ada_now () < end)
+    ada_nap (1000);  /* by the clock: a signal cuts a nap short */
   return *flag;
 }
 

@@ -96,6 +96,25 @@ ada_inline_live (const ThreadState * t, const InlineStack * st, guint64 sp, guin
   return n;
 }
 
+/*
+ * Whether a call that finds its thread busy is ada's, not the program's: it returns into
+ * ada's or Frida's code, or it is nested in such a call while ada waits for room in a
+ * full ring (glibc's nanosleep, called by ada_nap, calls clock_nanosleep): its sp is then
+ * less than ADA_OWN_WAIT_SPAN below the wait's frame. A signal handler's calls come lower:
+ * the kernel's frame for a signal alone is larger (x86_64: the red zone, the FPU state and
+ * the context, over 1.1 KB; arm64: over 4.5 KB). Before, with every libc export hooked,
+ * each 50-us sleep of a wait was counted as 2 events lost.
+ */
+#define ADA_OWN_WAIT_SPAN 1024
+
+static gboolean
+ada_inline_ours (const ThreadState * t, guint64 sp, guint64 ret)
+{
+  guint64 w = t->waiting_sp;
+
+  return ada_own_call (ret) || (w != 0 && sp < w && w - sp < ADA_OWN_WAIT_SPAN);
+}
+
 void
 ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
 {
@@ -139,7 +158,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
    * unrecorded (counted if the program made it). */
   if (t->busy)
   {
-    if (!ada_own_call (ret))
+    if (!ada_inline_ours (t, sp, ret))
       ada_count (&s->region->skipped_events, 2);
     return;
   }

@@ -291,6 +291,8 @@ typedef struct
   guint32 skipped;            /* hooked calls not recorded: busy, or the shadow stack full */
   guint32 in_frida_call;      /* 1 while a call made by Frida's code on this program thread
                                * is open (ada_inline_enter, ada_on_enter) */
+  guint64 waiting_sp;         /* while ada waits for room in a full ring: an address in its
+                               * frame (ada_wait_for_room, ada_inline_ours); else 0 */
 } ThreadState;
 
 /*

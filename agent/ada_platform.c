@@ -37,6 +37,23 @@ ada_now (void)
 #endif
 
 /*
+ * Sleep for up to `us` microseconds, once: a signal ends it early, and the caller looks
+ * again at what it waits for. Not g_usleep, which sleeps again for the rest: Linux counts
+ * the rest to the timer's slack-extended end (50 us later), so under a program's timer
+ * signals faster than that the rest grew with every signal (past a second within seconds)
+ * and a thread waiting for room never woke, with the ring long drained. POSIX nanosleep:
+ * time_t is a long on every platform ada runs on.
+ */
+typedef struct { glong tv_sec; glong tv_nsec; } AdaSleep;
+extern int nanosleep (const AdaSleep * request, AdaSleep * remaining);
+static void
+ada_nap (guint32 us)
+{
+  AdaSleep ts = { (glong) (us / 1000000), (glong) (us % 1000000) * 1000 };
+  nanosleep (&ts, NULL);
+}
+
+/*
  * x86_64 where the OS clock itself runs on the time-stamp counter: the hot
  * path stores raw TSC ticks (one instruction instead of a vDSO call) and the
  * host converts them to the recording clock's ns as it drains, from the

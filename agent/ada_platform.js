@@ -27,7 +27,7 @@ function platformConfig(clockSource) {
   const symbols = { ada_memcpy: Module.getGlobalExportByName('memcpy') };
   for (const name of ['pthread_key_create', 'pthread_setspecific', 'pthread_getspecific',
                       'pthread_key_delete', 'mmap',
-                      'abort', 'sigfillset', 'pthread_sigmask'])
+                      'abort', 'sigfillset', 'pthread_sigmask', 'nanosleep'])
     symbols[name] = Module.getGlobalExportByName(name);
   const facts = {};
   let clockType;

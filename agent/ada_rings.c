@@ -112,7 +112,7 @@ ada_claim_slot (void)
     if (++spins < 64)
       g_thread_yield ();
     else
-      g_usleep (50);
+      ada_nap (50);
   }
 }
 
@@ -363,18 +363,21 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
 /*
  * Wait until the drain has consumed enough for `need` more units (events or
  * bytes) in a ring of `capacity`. FALSE when the record must be dropped: the
- * drop policy, the host's stop flag, or a drain silent for stall_ns (the host
- * is gone, and waiting longer would hang the target).
+ * drop policy, the stop flag, or a drain silent for stall_ns (the host
+ * is gone, and waiting longer would hang the target). While it waits, t->waiting_sp
+ * marks its stack: the hooked functions its sleeps call are ada's (ada_inline_ours).
  */
 static gboolean
-ada_wait_for_room (SlotControl * ctl, volatile guint64 * tail, guint64 * cached_tail, guint64 head,
+ada_wait_for_room (ThreadState * t, volatile guint64 * tail, guint64 * cached_tail, guint64 head,
     guint64 need, guint64 capacity)
 {
   RegionHeader * h = ada_state.region;
+  SlotControl * ctl = t->ctl;
   guint spins = 0;
   guint64 since = 0;
   gboolean room;
 
+  t->waiting_sp = (guint64) (gsize) &spins;
   for (;;)
   {
     *cached_tail = ada_load_acquire (tail);
@@ -398,8 +401,9 @@ ada_wait_for_room (SlotControl * ctl, volatile guint64 * tail, guint64 * cached_
     if (spins < 1024)
       g_thread_yield ();
     else
-      g_usleep (50);
+      ada_nap (50);
   }
+  t->waiting_sp = 0;
   if (since != 0)
   {
     ctl->waits++;
@@ -434,7 +438,7 @@ static void
 ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id, guint32 kind,
                guint32 depth, guint32 detail_seq)
 {
-  if (!ada_wait_for_room (t->ctl, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
+  if (!ada_wait_for_room (t, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
   {
     t->ctl->drops++;
     return;
@@ -565,7 +569,7 @@ ada_write_detail (ThreadState * t, const AdaRegs * r, guint64 function_address,
   *(guint16 *) (rec + 122) = (guint16) strings;
 
   if (t->detail_head + total - t->detail_cached_tail > s->detail_capacity &&
-      !ada_wait_for_room (t->ctl, &t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,
+      !ada_wait_for_room (t, &t->ctl->detail_tail, &t->detail_cached_tail, t->detail_head, total,
           s->detail_capacity))
   {
     t->ctl->detail_drops++;
@@ -590,7 +594,7 @@ ada_emit_with_detail (ThreadState * t, const AdaRegs * r, guint64 function_addre
 {
   guint32 detail_seq;
   if (t->head - t->cached_tail >= ada_state.index_capacity &&
-      !ada_wait_for_room (t->ctl, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
+      !ada_wait_for_room (t, &t->ctl->tail, &t->cached_tail, t->head, 1, ada_state.index_capacity))
   {
     t->ctl->drops++;
     return;
