@@ -79,6 +79,7 @@ class AdaAgent {
     state.add(L['agent.state_threads']).writePointer(threads);
     state.add(L['agent.state_region_fd']).writeS32(this.regionFd);
     new NativeFunction(this.cm.ada_init, 'void', ['uint32'])(Process.id);
+    this._listenForBeats();
     const here = hereFlag(plat.anonMapFlags);
     this.here = here.page;
     state.add(L['agent.state_here']).writePointer(this.here);

@@ -18,6 +18,7 @@
  *                        (ada_ending.js): {status}
  * Received by the agent, with recv:
  *   ada:ack              the host has taken the handover (ada_ending.js)
+ *   ada:beat             the host is alive, with the rpc transport (ada_transport.js)
  */
 
 const MESSAGES = Object.freeze({
@@ -26,4 +27,5 @@ const MESSAGES = Object.freeze({
   final: 'ada:final',
   exitStatus: 'ada:exit-status',
   ack: 'ada:ack',
+  beat: 'ada:beat',
 });

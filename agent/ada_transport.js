@@ -240,6 +240,21 @@ const AgentTransport = {
     ctl.add(L['slot.state']).writeU32(L['const.slot_free']);
   },
 
+  /*
+   * Over rpc the host beats by message (ada:beat, every 100 ms from a thread of its own)
+   * besides each pull: on a slow link (a portal to the emulated arm64 machine, 1 MB/s) one
+   * pull's reply took longer than rpc_stall_s, and threads waiting for room dropped events
+   * with the host alive. Beats travel the other way than the ring bytes, so they are not
+   * queued behind them.
+   */
+  _listenForBeats() {
+    const onBeat = () => {
+      this.heartbeat();
+      recv(MESSAGES.beat, onBeat);
+    };
+    recv(MESSAGES.beat, onBeat);
+  },
+
   heartbeat() {
     if (this.heartbeatFn === undefined)
       this.heartbeatFn = new NativeFunction(this.cm.ada_heartbeat, 'void', []);

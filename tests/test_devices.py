@@ -46,6 +46,48 @@ def test_rpc_detail_lane_matches(tmp_path, target_bin, engine):
     assert_verify_clean(s.path)
 
 
+def test_a_pull_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin, monkeypatch):
+    """A slow link (the emulated arm64 machine's portal, 1 MB/s) spaces the rpc transport's
+    pulls out past the time a waiting thread trusts a silent host (rpc_stall_s). Here each
+    pull waits 1.5 s and the trust is 0.5 s, in a recording run in this process: the host
+    beats by message besides each pull, so the threads spinning into 4 KB rings wait and
+    drop nothing (917 events dropped with only the pulls beating)."""
+    from ada.tracer.cli import main
+    from ada.tracer.record import pipeline, transport
+
+    configure, sync = pipeline.RingSpace.configure_agent, transport.RpcMirror.sync
+
+    def trust_half_a_second(self, *args):
+        self.options.rpc_stall_s = 0.5
+        return configure(self, *args)
+
+    def slow_pull(self):
+        time.sleep(1.5)
+        return sync(self)
+
+    monkeypatch.setattr(pipeline.RingSpace, "configure_agent", trust_half_a_second)
+    monkeypatch.setattr(transport.RpcMirror, "sync", slow_pull)
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "spinning\n"
+        assert main(["trace", "-q", "-o", str(tmp_path / "traces"), "--transport", "rpc",
+                     "--ring-kb", "4", "-p", str(proc.pid), "-i", "inline_cases!work",
+                     "--duration", "3"]) == 0
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    s = atf.open_session(next((tmp_path / "traces").glob("session_*/pid_*")))
+    m = s.manifest.document
+    assert m["transport"]["kind"] == "rpc"
+    assert m["drops"]["waits"] > 0  # the threads did wait, on the slow pulls
+    assert m["drops"]["index"] == 0 and m["end"]["clean"]
+    assert sum(len(ev) for ev in function_events(s, "work").values()) > 256
+
+
 class Portal:
     """A real remote device on loopback: a PortalService that local processes join."""
 

@@ -170,6 +170,35 @@ def test_the_heartbeat_beats_from_the_mapping_until_the_drain_ends(tmp_path):
     assert not beats(agent, agent.reader.header("heartbeat_ns"), seconds=0.5)
 
 
+def test_over_rpc_the_host_beats_by_message_until_stopped_and_past_a_gone_script():
+    """With the rpc transport the beat is a message (the agent renews its heartbeat as each
+    comes): a pull slower than rpc_stall_s on a slow link is not a host gone. A script
+    that went away (frida.InvalidOperationError) ends nothing: the drain finds that out."""
+    from ada.tracer.record.protocol import BEAT
+    from ada.tracer.record.transport import beat_by_message
+
+    posted, gone = [], threading.Event()
+
+    class Script:
+        def post(self, message):
+            if gone.is_set():
+                raise frida.InvalidOperationError("script is destroyed")
+            posted.append(message)
+
+    heartbeat = Heartbeat(beat_by_message(Script()))
+    time.sleep(0.55)
+    assert posted and all(m == {"type": BEAT} for m in posted)
+    assert len(posted) >= 2  # one at once, then every BEAT_S (0.1 s)
+    gone.set()
+    time.sleep(0.25)  # posts that fail now are swallowed, the thread goes on
+    heartbeat.stop()
+    time.sleep(0.2)
+    count = len(posted)
+    gone.clear()
+    time.sleep(0.3)
+    assert len(posted) == count  # stopped: no more beats
+
+
 def test_threads_get_thread_n_in_slot_order_once_their_slot_is_active(tmp_path):
     agent = FakeAgent(GEOMETRY)
     a = agent.register(601)

@@ -43,10 +43,12 @@ DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
 
 class Heartbeat:
-    """The host's beat in the shared region's header, every BEAT_S, from the moment the
-    region is mapped here until the drain ends. A thread waiting for room (a full ring, no
-    free slot) trusts the host for stall_s (2 s) after the last beat, then counts its
-    events as dropped: so a dead tracer never hangs the target. It beats from a thread of its
+    """The host's beat, every BEAT_S, from the moment the agent is configured until the
+    drain ends: in the shared region's header, or over rpc a message the agent answers by
+    renewing its beat (transport.beat_by_message; it renews it at each pull too). A thread
+    waiting for room (a full ring, no free slot) trusts the host for stall_s (2 s; rpc 10 s)
+    after the last beat, then counts its events as dropped: so a dead tracer never hangs
+    the target. It beats from a thread of its
     own, not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
     the emulated arm64 machine, where 21 events of 160,000 were dropped so) is a drain
     alive. And it beats before the drain starts: a running program's threads fill their
@@ -110,7 +112,7 @@ class Drain(threading.Thread):
                  sync: Callable[[], int] | None = None,
                  heartbeat: Heartbeat | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
-        self.heartbeat = heartbeat  # shared memory; over rpc the agent beats as each pull comes
+        self.heartbeat = heartbeat  # stopped when the drain ends
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
@@ -135,9 +137,11 @@ class Drain(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - reported by the recorder, never lost
             self.error = e
             self.failed.set()
-        finally:
-            if self.heartbeat is not None:
-                self.heartbeat.stop()
+            self._stop_beating()  # a host whose drain failed is gone to the waiting threads
+
+    def _stop_beating(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
     def drain_once(self) -> int:
         """One pass over every ring; returns 0 when nothing at all moved."""
@@ -361,18 +365,22 @@ class Drain(threading.Thread):
 
         Released only now, not as the hooks come out: a thread caught waiting for room then
         (the drain behind, on a loaded machine) would have dropped an event of the recording.
-        Released even after a failed drain, so that no thread waits for it."""
+        Released even after a failed drain, so that no thread waits for it. The heartbeat goes
+        on until then: over a slow link these last pulls are slow too."""
         self._stop_requested.set()
         if self.is_alive():
             self.join()
-        if self.error is None:
-            quiet_since = time.monotonic()
-            while time.monotonic() - quiet_since < settle_s:
-                if self.drain_once():
-                    quiet_since = time.monotonic()
-                else:
-                    time.sleep(IDLE_SLEEP_S)
-        release()
+        try:
+            if self.error is None:
+                quiet_since = time.monotonic()
+                while time.monotonic() - quiet_since < settle_s:
+                    if self.drain_once():
+                        quiet_since = time.monotonic()
+                    else:
+                        time.sleep(IDLE_SLEEP_S)
+        finally:
+            release()
+            self._stop_beating()
         if self.error is not None:
             return
         self.drain_once()

@@ -46,10 +46,9 @@ class TraceOptions:
     on_full: str = "wait"  # "wait" (lossless) or "drop"
     max_threads: int = 1024
     ring_events: int = 1 << 15
-    # How long a thread waiting for room (a full ring, no free slot) trusts a silent drain
-    # before it counts its events as dropped: with shm the drain beats as it works; over rpc
-    # the beat arrives with each pull, and a slow link or host spaces pulls out (the emulated
-    # arm64 machine, 2.6 MB/s: 364 events were dropped at 2 s, none at 10 s).
+    # How long a thread waiting for room (a full ring, no free slot) trusts a silent host
+    # before it counts its events as dropped (drain.Heartbeat). Over rpc the beats are
+    # messages, which a slow or busy link may hold up: it is given longer.
     stall_s: float = 2.0
     rpc_stall_s: float = 10.0
     detail: str = "off"  # "off", "always" (--detail) or "window" (the flight recorder)

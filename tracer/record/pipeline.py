@@ -34,7 +34,7 @@ from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
                     clock_ns)
-from .transport import PULL_FORMAT, RpcMirror
+from .transport import PULL_FORMAT, RpcMirror, beat_by_message
 
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
 
@@ -80,7 +80,7 @@ class RingSpace:
         self.region: SharedRegion | MemfdRegion | None = None
         self.memfd = transport == "shm" and memfd_wanted()
         self.kind = "rpc"  # where the region ended up: "memfd", "file" or "rpc"
-        self.heartbeat: Heartbeat | None = None  # once the region is mapped here
+        self.heartbeat: Heartbeat | None = None  # once the agent is configured
         self.shm_problem = ""  # why /dev/shm could not hold the file region, if it could not
         if transport == "shm":
             try:
@@ -94,12 +94,13 @@ class RingSpace:
                     info(f"{e}: the rings go over Frida's channel instead (the rpc transport)")
                     self.transport = "rpc"
 
-    def configure_agent(self, api: Any, toolchain: str, hot_path_source: str,
+    def configure_agent(self, script: Any, toolchain: str, hot_path_source: str,
                         pid: int) -> dict[str, Any]:
         """Configure the loaded agent (it compiles the hot path and makes or maps the region);
-        returns its facts. Raises TracerError if the compiled layout is not the host's."""
+        returns its facts, and starts the heartbeat. Raises TracerError if the compiled layout
+        is not the host's."""
         o, g = self.options, self.geometry
-        facts = api.init({
+        facts = script.exports_sync.init({
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
             "inlineVectors": inline_vectors(),
@@ -127,8 +128,8 @@ class RingSpace:
             self.info(f"{why}: the rings go over Frida's channel instead (the rpc transport)")
             self.region = None
             self.transport = "rpc"
-        if self.region is not None:
-            self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat)
+        self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat
+                                   if self.region is not None else beat_by_message(script))
         return facts
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
 Named once here, as the agent names them once in agent/ada_messages.js (a test holds the two
 lists equal). The agent's RPC exports (init, resolve, hook, pull, stop...) are called where
-they are used; these are the messages it sends unasked, and the host's one reply.
+they are used; these are the messages it sends unasked, and the host's two.
 
     MODULE_LOADED    a module loaded after hook() and functions in it were hooked:
                      {module, functions, triggers, hooked, failures, fallbacks, aliases,
@@ -14,6 +14,7 @@ they are used; these are the messages it sends unasked, and the host's one reply
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}
     ACK              host -> agent: the handover was taken, the process may go on
+    BEAT             host -> agent: the host is alive (the rpc transport's heartbeat)
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ MODULE_UNLOADED = "ada:module-unloaded"
 FINAL = "ada:final"
 EXIT_STATUS = "ada:exit-status"
 ACK = "ada:ack"
+BEAT = "ada:beat"
 
 FROM_AGENT = (MODULE_LOADED, MODULE_UNLOADED, FINAL, EXIT_STATUS)
-TO_AGENT = (ACK,)
+TO_AGENT = (ACK, BEAT)
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,7 @@ def read_message(message: dict[str, Any], data: bytes | None) -> AgentMessage | 
 
 def ack() -> dict[str, str]:
     return {"type": ACK}
+
+
+def beat() -> dict[str, str]:
+    return {"type": BEAT}

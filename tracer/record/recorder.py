@@ -236,7 +236,7 @@ class Recorder:
         self.script.load()
         self.space = RingSpace(self.options, self.transport, self.info)
         self.agent_info = self.space.configure_agent(
-            self.script.exports_sync, resolve_toolchain(self.options.toolchain, self.device),
+            self.script, resolve_toolchain(self.options.toolchain, self.device),
             hot_path_source(), self.pid)
         self.transport = self.space.transport
         info = self.agent_info

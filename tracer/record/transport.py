@@ -18,7 +18,7 @@ import mmap
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import frida
 import numpy as np
@@ -27,6 +27,7 @@ from ada.atf.format import INDEX_EVENT_SIZE
 
 from ..errors import TracerError
 from .frida_errors import FRIDA_ERRORS, describe_frida_error
+from .protocol import beat
 from .rings import SLOT_SIZE, SLOTS_OFFSET, RegionGeometry, RingReader
 
 # What one `pull` returns (built by pull() in agent/ada_transport.js, handed PULL_FORMAT):
@@ -44,10 +45,9 @@ PULL_FORMAT = {"magic": PULL_MAGIC,
                "segmentBytes": SEGMENT.itemsize,
                "segment": {name: SEGMENT.fields[name][1] for name in SEGMENT.names}}
 DEFAULT_BUDGET = 16 << 20
-# One pull is sized to take about this long at the link's measured rate. Producers waiting for
-# room give up (and count drops) when the agent's heartbeat, renewed at each pull, is older than
-# TraceOptions.rpc_stall_s (10 s): on a slow link (2 MB/s to an emulated arm64 machine) a 16 MB
-# pull took 8 s.
+# One pull is sized to take about this long at the link's measured rate (on a slow link, 2 MB/s
+# to an emulated arm64 machine, a 16 MB pull took 8 s). Producers waiting for room trust the
+# host while its beats come (beat_by_message, and each pull).
 PULL_SECONDS = 0.25
 RATE_SAMPLE_BYTES = 256 << 10  # pulls smaller than this say more about latency than the link
 
@@ -61,6 +61,18 @@ def resolve_transport(choice: str, device: frida.core.Device) -> str:
         raise TracerError(f"--transport shm needs the local device; this host cannot map the "
                           f"memory of a {device.type} device (use --transport rpc or auto)")
     return choice
+
+
+def beat_by_message(script: Any) -> Callable[[], None]:
+    """The rpc transport's heartbeat (drain.Heartbeat beats with it): a message the agent
+    answers by renewing its beat, so that threads waiting for room do not take a slow pull
+    for a host gone. Silent once the script is gone: the drain finds that out itself."""
+    def post_beat() -> None:
+        try:
+            script.post(beat())
+        except FRIDA_ERRORS:
+            pass
+    return post_beat
 
 
 def lazy_zeros(size: int) -> np.ndarray:
