@@ -301,9 +301,7 @@ const AgentEnding = {
       this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
       this.finiFn();
     }
-    if (!this.stoppedByHost)  /* ada drains first, then calls releaseWaiters */
-      this.releaseWaiters();
-    return true;
+    return true;  /* the waiters stay until releaseWaiters: ada drains first */
   },
 
   /*

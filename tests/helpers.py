@@ -7,6 +7,7 @@ import select
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +165,17 @@ def read_line(proc: subprocess.Popen, timeout: float = 10.0) -> str:
         if ready:
             return proc.stdout.readline()
     raise AssertionError("no output from the target")
+
+
+@contextmanager
+def spinning(exe: Path, gate: Path, *args: object):
+    """tests/targets/inline_cases.c's spin case: its threads call work() until `gate` exists.
+    Yields the process once it said "spinning"; kills it if it is still running after."""
+    proc = subprocess.Popen([exe, "spin", gate, *map(str, args)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert read_line(proc) == "spinning\n"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -13,7 +13,7 @@ import pytest
 import ada.atf as atf
 from ada.atf import format as F
 from helpers import (ROOT, ada_command, assert_verify_clean, function_events, run_ada, session_path,
-                     wait_for_index_events)
+                     spinning, wait_for_index_events)
 
 
 def free_port() -> int:
@@ -68,18 +68,12 @@ def test_a_pull_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin
     monkeypatch.setattr(pipeline.RingSpace, "configure_agent", trust_half_a_second)
     monkeypatch.setattr(transport.RpcMirror, "sync", slow_pull)
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout.readline() == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate) as proc:
         assert main(["trace", "-q", "-o", str(tmp_path / "traces"), "--transport", "rpc",
                      "--ring-kb", "4", "-p", str(proc.pid), "-i", "inline_cases!work",
                      "--duration", "3"]) == 0
         gate.touch()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     s = atf.open_session(next((tmp_path / "traces").glob("session_*/pid_*")))
     m = s.manifest.document
     assert m["transport"]["kind"] == "rpc"

@@ -13,7 +13,7 @@ import pytest
 
 from ada.atf import format as F
 from helpers import (INLINE_MACHINES, assert_balanced, assert_verify_clean, function_events,
-                     read_line, run_ada, trace_session as trace)
+                     read_line, run_ada, spinning, trace_session as trace)
 
 INLINE = ("--hook-engine", "inline")
 pytestmark = pytest.mark.skipif(platform.machine() not in INLINE_MACHINES,
@@ -241,23 +241,17 @@ def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
 
 def test_ada_waiting_for_room_is_not_the_program_losing_calls(tmp_path, target_bin):
     """Two threads spin into 4 KB rings, so ada waits for room again and again. Its wait
-    sleeps in g_usleep, whose nanosleep calls clock_nanosleep (glibc); with libc's sleeps
+    sleeps in nanosleep, which calls clock_nanosleep (glibc); with libc's sleeps
     hooked too, those calls are ada's, not the program's, and nothing is counted lost
     (each 50-us sleep of a wait counted 2 events before: 1,408 for the sqlite3 shell with
     every libc export hooked)."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert read_line(proc) == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate) as proc:
         s, out = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!work",
                        "-i", "libc.so.6!nanosleep", "-i", "libc.so.6!clock_nanosleep",
                        "--duration", "1", "--ring-kb", "4")
         gate.touch()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     m = s.manifest.document
     assert m["drops"]["waits"] > 10  # ada did wait, and sleep
     assert m["drops"]["skipped_events"] == 0, out.stderr
@@ -337,18 +331,12 @@ def test_patching_and_leaving_while_threads_run_the_function(tmp_path, target_bi
     puts it back (detach): the target runs on, and each thread's calls nest (a call open at
     either edge has one side only)."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert read_line(proc) == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate) as proc:
         s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!work",
                      "--duration", "1")
         time.sleep(0.3)
         gate.touch()
         assert proc.wait(timeout=30) == 0 and proc.stdout.read().startswith("calls ")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     threads = [ev for ev in function_events(s, "work").values() if len(ev)]
     assert len(threads) == 2
     for ev in threads:

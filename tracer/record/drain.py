@@ -44,18 +44,18 @@ DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
 class Heartbeat:
     """The host's beat, every BEAT_S, from the moment the agent is configured until the
-    drain ends: in the shared region's header, or over rpc a message the agent answers by
-    renewing its beat (transport.beat_by_message; it renews it at each pull too). A thread
-    waiting for room (a full ring, no free slot) trusts the host for stall_s (2 s; rpc 10 s)
-    after the last beat, then counts its events as dropped: so a dead tracer never hangs
-    the target. It beats from a thread of its
-    own, not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
+    producers are released at the end (Drain.finish): in the shared region's header, or
+    over rpc a message the agent answers by renewing its beat (transport.beat_by_message;
+    it renews it at each pull too). A thread waiting for room (a full ring, no free slot)
+    trusts the host for stall_s (2 s; rpc 10 s) after the last beat, then counts its events
+    as dropped: so a dead tracer never hangs the target. It beats from a thread of its own,
+    not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
     the emulated arm64 machine, where 21 events of 160,000 were dropped so) is a drain
     alive. And it beats before the drain starts: a running program's threads fill their
     rings from their first hooked call, while the host still writes its first manifest; on
     a loaded machine that gap passed 2 s, and each thread dropped an event at its first full
-    ring. It stops with the drain (stopped or failed), when the recording is abandoned, and
-    with ada's process, which is what stall_s is for."""
+    ring. It stops at that release, when the drain fails, when the recording is abandoned,
+    and with ada's process, which is what stall_s is for."""
 
     def __init__(self, beat: Callable[[], None]) -> None:
         self._stopped = threading.Event()
@@ -112,7 +112,7 @@ class Drain(threading.Thread):
                  sync: Callable[[], int] | None = None,
                  heartbeat: Heartbeat | None = None) -> None:
         super().__init__(name="ada-drain", daemon=True)
-        self.heartbeat = heartbeat  # stopped when the drain ends
+        self.heartbeat = heartbeat  # stopped at the release, or when the drain fails
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
