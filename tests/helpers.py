@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -36,19 +37,40 @@ def ada_command(*args: object) -> list[str]:
 
 
 def run_ada(*args: object, timeout: float = 120, check: bool = False,
-            **kwargs) -> subprocess.CompletedProcess:
-    """Run `ada ARGS`; print its output so a failing test shows it."""
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run `ada ARGS`; print its output so a failing test shows it. If it has not ended after
+    `timeout` s, SIGABRT has Python write every thread's stack to its stderr
+    (PYTHONFAULTHANDLER), which the failure then shows: a hang says where it hangs."""
     cmd = ada_command(*args)
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                             **kwargs)
-    except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"timed out: {' '.join(cmd)}\nstdout:\n{e.stdout}\n"
-                             f"stderr:\n{e.stderr}") from None
+    env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT, env=env) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                stdout, stderr = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+            raise AssertionError(f"timed out after {timeout} s: {' '.join(cmd)}\nstdout:\n"
+                                 f"{stdout[-4000:]}\nstderr, with each thread's stack:\n"
+                                 f"{stderr[-12000:]}") from None
+    out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     print(f"$ {' '.join(cmd)}\n[exit {out.returncode}]\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
     if check and out.returncode != 0:
         raise AssertionError(f"exit {out.returncode}: {' '.join(cmd)}\n{out.stderr}")
     return out
+
+
+def describe_status(status: int | None) -> str:
+    """A child's Popen.returncode in words: still running, its exit status, or its signal."""
+    if status is None:
+        return "still running"
+    if status < 0:
+        return f"killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
 
 
 def session_path(out: subprocess.CompletedProcess) -> Path:

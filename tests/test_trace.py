@@ -14,9 +14,9 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events,
-                     o_direct_works, read_line, run_ada, session_path, trace_session as trace,
-                     wait_for_index_events)
+from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_status,
+                     function_events, o_direct_works, read_line, run_ada, session_path,
+                     trace_session as trace, wait_for_index_events)
 
 
 
@@ -193,10 +193,15 @@ def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
     try:
         assert read_line(proc) == "spinning\n"
         for k in range(4):
-            s = trace(tmp_path / str(k), "--hook-engine", "frida", "-p", proc.pid,
-                      "-i", "inline_cases!work", "--duration", "0.5")[0]
+            try:
+                s = trace(tmp_path / str(k), "--hook-engine", "frida", "-p", proc.pid,
+                          "-i", "inline_cases!work", "--duration", "0.5")[0]
+            except AssertionError as e:  # how the program ended, if it did (arm64 guest, once a run)
+                raise AssertionError(f"recording {k + 1}: {e}\nthe program: "
+                                     f"{describe_status(proc.poll())}") from None
             assert s.manifest.document["end"]["crash"] is None
-            assert proc.poll() is None, f"the program died as recording {k + 1} ended"
+            assert proc.poll() is None, \
+                f"the program died as recording {k + 1} ended: {describe_status(proc.poll())}"
         gate.touch()
         assert proc.wait(timeout=30) == 0
         assert int(proc.stdout.read().split()[1]) > 0
