@@ -15,7 +15,7 @@ import pytest
 import ada.atf as atf
 from ada.atf import format as F
 from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_status,
-                     function_events, o_direct_works, read_line, run_ada, session_path,
+                     function_events, o_direct_works, read_line, run_ada, session_path, spinning,
                      trace_session as trace, wait_for_index_events)
 
 
@@ -128,17 +128,11 @@ def test_a_running_program_recorded_twice(tmp_path, target_bin, engine):
     test_a_pull_slower_than_the_stall_limit_is_no_host_gone (here 4 KB rings left a
     thread under 1,000 calls in the emulated arm64 machine's slow drain)."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert read_line(proc) == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate) as proc:
         sessions = [trace(tmp_path / str(k), *engine, "-p", proc.pid, "-i", "inline_cases!work",
                           "--duration", "1")[0] for k in range(2)]
         gate.touch()
         assert proc.wait(timeout=30) == 0 and proc.stdout.read().startswith("calls ")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     for s in sessions:
         threads = [ev for ev in function_events(s, "work").values() if len(ev)]
         assert len(threads) == 2
@@ -159,10 +153,7 @@ def test_hooks_go_in_and_out_while_threads_run_the_first_bytes(tmp_path, target_
     (ThreadHold, agent/ada_code.js). So this fails most runs without the hold with the inline
     engine, some runs with Frida's."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate, "2", "framed"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert read_line(proc) == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate, 2, "framed") as proc:
         for k in range(8):
             s = trace(tmp_path / str(k), *engine, "-p", proc.pid, "-i", "inline_cases!framed",
                       "--duration", "0.3")[0]
@@ -175,9 +166,6 @@ def test_hooks_go_in_and_out_while_threads_run_the_first_bytes(tmp_path, target_
         gate.touch()
         assert proc.wait(timeout=30) == 0
         assert int(proc.stdout.read().split()[1]) > 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
@@ -188,10 +176,7 @@ def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
     let the threads run on, this failed about one run in two here: a race, caught often, not
     always."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([target_bin("inline_cases"), "spin", gate, "2"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert read_line(proc) == "spinning\n"
+    with spinning(target_bin("inline_cases"), gate, 2) as proc:
         for k in range(4):
             try:
                 s = trace(tmp_path / str(k), "--hook-engine", "frida", "-p", proc.pid,
@@ -205,9 +190,6 @@ def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
         gate.touch()
         assert proc.wait(timeout=30) == 0
         assert int(proc.stdout.read().split()[1]) > 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_depth_with_recursion_and_longjmp(tmp_path, target_bin, engine):
