@@ -80,7 +80,9 @@ def test_attach_then_load(tmp_path, plugin, engine):
             target.kill()
     assert ada.returncode == 0, stderr
     s = atf.open_session(stdout.strip().splitlines()[-1])
-    assert len(plug_events(s)) == 2 * N
+    # Once in CI (frida, two workers) no plug_work call was recorded, and nothing said why.
+    events = function_events(s, "plug_work")
+    assert list(events) == [0] and len(events[0]) == 2 * N, f"{events}\n{stderr}"
 
 
 def test_what_never_matched_is_said_and_nothing_traced_is_an_error(tmp_path, plugin):
