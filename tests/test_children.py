@@ -5,6 +5,8 @@ import json
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +93,60 @@ def test_a_child_announced_after_its_parent_ended_is_still_followed(tmp_path, ta
     assert child_counts == {ids["child"]: 2 * m}
     assert child.manifest.document["end"]["reason"] == "target-exited"
     assert_verify_clean(main.parent)
+
+
+def test_a_child_held_dying_by_its_tracer_is_named(tmp_path, target_bin, engine):
+    """Frida's recovery of a forked child can crash it, and Frida's ptrace then holds the
+    dying child stopped for ever (scripts/frida_fork_repro.py): its parent waits for it and
+    the recording for the parent, and nothing said why. Here tests/targets/holds_at_exit.c
+    holds the followed child so, and the child dies of SIGSEGV: ada names the child and its
+    tracer (tracer/record/dying.py). Once the tracer lets go, the recording ends whole."""
+    gate = tmp_path / "gate"
+    ada = subprocess.Popen(ada_command("trace", *engine, "-o", tmp_path, "-f",
+                                       target_bin("forks"), N, 20, "crash", gate,
+                                       "-i", "forks!work"),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = None
+    said: list[str] = []  # ada's stderr, as it comes
+    reader = threading.Thread(target=lambda: said.extend(ada.stderr), daemon=True)
+    reader.start()
+    try:
+        ids = {}
+        while "child" not in ids:
+            line = ada.stdout.readline()
+            assert line, "ada ended before the child ran"
+            if line.startswith("pid "):
+                ids[line.split()[1]] = int(line.split()[2])
+        holder = subprocess.Popen([target_bin("holds_at_exit"), str(ids["child"])],
+                                  stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "tracing"
+        gate.touch()
+        assert holder.stdout.readline().strip() == "holding"  # the child is held dying
+        deadline = time.monotonic() + 60  # named after 10 s held
+        while time.monotonic() < deadline and not any("fatal signal" in m for m in said):
+            time.sleep(0.5)
+        warning = next((m for m in said if "fatal signal" in m), None)
+        assert warning is not None, "".join(said)
+        assert f"pid {ids['child']} was struck by a fatal signal but has not ended" in warning
+        assert f"The tracer is process {holder.pid} (holds_at_exit)" in warning
+        holder.kill()  # the tracer lets go: the child dies, its parent and ada end
+        ada.wait(timeout=60)
+        stdout = ada.stdout.read()
+        reader.join(10)
+    finally:
+        for process in (ada, holder):
+            if process is not None and process.poll() is None:
+                process.kill()
+    stderr = "".join(said)
+    assert ada.returncode == 0, stderr
+    *children, main = [Path(line) for line in stdout.splitlines() if line.startswith("/")]
+    s, counts = work_events(main)
+    assert counts == {ids["parent"]: 2 * N}
+    assert s.manifest.document["end"]["reason"] == "target-exited"
+    child, child_counts = work_events(children[0])
+    assert child_counts == {ids["child"]: 2 * 20}
+    assert child.manifest.document["end"]["reason"] == "target-crashed", \
+        child.manifest.document["end"]
 
 
 def test_a_spawned_child_left_running_is_not_waited_for(tmp_path, target_bin, engine):

@@ -9,7 +9,9 @@
  * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell"
  * the parent makes N calls, runs system("true"), N calls, reads a line from
  * popen("echo hi"), N calls, and exits (both spawn their shell through posix_spawn in
- * glibc). Each other process prints "pid <role> <pid>" first. */
+ * glibc); "crash" the child makes its M calls, waits until the file GATE (argv[4]) exists and
+ * dies of SIGSEGV, while the parent makes its N calls and waits for it. Each other process
+ * prints "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +107,11 @@ int main(int argc, char **argv)
       _exit(127);
     }
     calls(m, strcmp(mode, "orphan") == 0 ? 10000 : 100);
+    if (strcmp(mode, "crash") == 0 && argc > 4) {
+      while (access(argv[4], F_OK) != 0)
+        usleep(10 * 1000);
+      *(volatile long *) 0 = 1;
+    }
     _exit(0);
   }
   if (strcmp(mode, "orphan") == 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any, Callable
 import frida
 
 from ..errors import TracerError
+from .dying import DyingWatch
 from .frida_errors import FRIDA_ERRORS
 from .held import HeldChildren
 from .options import ProcessPlace, Target, TraceOptions
@@ -57,6 +59,9 @@ class Recording:
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
         self._announced: set[int] = set()  # pids Frida has announced (followed or let go)
         self._unannounced_since: dict[Recorder, float] = {}  # ended, since: see below
+        # Traced processes a tracer holds dying for ever are named (dying.py); local Linux only.
+        self._dying = DyingWatch(self.warn) if device.type == "local" and \
+            sys.platform.startswith("linux") else None
         self.t0 = time.monotonic()
 
     # --- any thread ---------------------------------------------------------------
@@ -121,6 +126,8 @@ class Recording:
                     self.request_stop("duration")
                 self._take_held(live)
                 self._let_go_children.close_recovered()
+                if self._dying is not None:  # ended or not: a parent may be waiting for it
+                    self._dying.check([r.pid for r in self.recorders if r.pid is not None])
                 for recorder in list(live):
                     if self._stop.is_set():
                         recorder.request_stop(self.stop_reason or "interrupted")

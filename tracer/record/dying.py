@@ -1,0 +1,91 @@
+"""A traced process that a fatal signal struck but that its ptrace tracer holds, named.
+
+Frida's recovery of a child held at its fork sometimes faults inside Frida's own code (Frida's
+bug: scripts/frida_fork_repro.py shows it without ada, about 1 child in 200 here and 1 in 30 in
+the emulated arm64 machine), and the child then stays stopped under ptrace, for ever: a parent
+waiting for it waits for ever, and so does the recording, which waits for the parent. Until
+this watch, nothing said why.
+
+Linux marks each thread a fatal signal struck (PF_SIGNALED in /proc/PID/task/TID/stat): the
+process will not run again, but it ends only when its tracer lets it. Neither SIGKILL (a
+thread stopped at its exit event ignores it) nor ada can make a tracer let go, so ada names the
+process and its tracer once it has been held STUCK_S, and what ends it: the tracer (Frida's, in
+ada's own process, goes with ada: Ctrl-C). A core being written (not a tracing stop) is not
+named. Local Linux processes only: /proc is ada's own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+PF_SIGNALED = 0x400  # include/linux/sched.h: "killed by a signal"
+STUCK_S = 10.0  # a tracer that handles a fatal signal does so within milliseconds
+
+
+def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The tracer (a thread id) of `pid` if a fatal signal struck one of its threads and that
+    thread is in a tracing stop; else None (also when it is gone or unreadable)."""
+    try:
+        status = dict(line.split(":\t", 1) for line in
+                      (proc / str(pid) / "status").read_text().splitlines() if ":\t" in line)
+        tracer = int(status.get("TracerPid", "0"))
+        if tracer == 0:
+            return None
+        for task in (proc / str(pid) / "task").iterdir():
+            stat = (task / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] == "t" and int(fields[6]) & PF_SIGNALED:
+                return tracer
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
+    """Who a tracer thread is: Frida's, in ada's own process, or another process's."""
+    try:
+        status = dict(line.split(":\t", 1) for line in
+                      (proc / str(tracer) / "status").read_text().splitlines() if ":\t" in line)
+        tgid, name = int(status["Tgid"]), status["Name"].strip()
+    except (OSError, ValueError, KeyError):
+        return f"thread {tracer}, gone since"
+    if tgid == os.getpid():
+        return (f"Frida, in ada itself (thread {tracer}); Frida's recovery of a forked child can "
+                "crash this way (scripts/frida_fork_repro.py): ada's end lets it go (Ctrl-C; a "
+                "second one quits at once)")
+    return f"process {tgid} ({name}): it ends when that process lets it go or ends"
+
+
+class DyingWatch:
+    """Says, once each, which traced processes held_dying has found held for STUCK_S."""
+
+    def __init__(self, warn: Callable[[str], None], stuck_s: float = STUCK_S) -> None:
+        self.warn = warn
+        self.stuck_s = stuck_s
+        self._since: dict[int, float] = {}  # pid -> first seen held dying
+        self._named: set[int] = set()
+
+    def check(self, pids: list[int]) -> list[int]:
+        """Look at `pids` (each time the recording loop wakes); returns the pids named now."""
+        named = []
+        now = time.monotonic()
+        for pid in pids:
+            if pid in self._named:
+                continue
+            tracer = held_dying(pid)
+            if tracer is None:
+                self._since.pop(pid, None)
+                continue
+            since = self._since.setdefault(pid, now)
+            if now - since < self.stuck_s:
+                continue
+            self._named.add(pid)
+            named.append(pid)
+            self.warn(f"pid {pid} was struck by a fatal signal but has not ended: its tracer "
+                      f"has held it stopped for {now - since:.0f} s, and whatever waits for it "
+                      f"(its parent, this recording) waits on. The tracer is "
+                      f"{describe_tracer(tracer)}")
+        return named
