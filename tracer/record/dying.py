@@ -25,13 +25,17 @@ PF_SIGNALED = 0x400  # include/linux/sched.h: "killed by a signal"
 STUCK_S = 10.0  # a tracer that handles a fatal signal does so within milliseconds
 
 
+def _status(task: int, proc: Path) -> dict[str, str]:
+    """/proc/TASK/status as name -> value."""
+    return dict(line.split(":\t", 1) for line in
+                (proc / str(task) / "status").read_text().splitlines() if ":\t" in line)
+
+
 def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The tracer (a thread id) of `pid` if a fatal signal struck one of its threads and that
     thread is in a tracing stop; else None (also when it is gone or unreadable)."""
     try:
-        status = dict(line.split(":\t", 1) for line in
-                      (proc / str(pid) / "status").read_text().splitlines() if ":\t" in line)
-        tracer = int(status.get("TracerPid", "0"))
+        tracer = int(_status(pid, proc).get("TracerPid", "0"))
         if tracer == 0:
             return None
         for task in (proc / str(pid) / "task").iterdir():
@@ -47,8 +51,7 @@ def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
 def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
     """Who a tracer thread is: Frida's, in ada's own process, or another process's."""
     try:
-        status = dict(line.split(":\t", 1) for line in
-                      (proc / str(tracer) / "status").read_text().splitlines() if ":\t" in line)
+        status = _status(tracer, proc)
         tgid, name = int(status["Tgid"]), status["Name"].strip()
     except (OSError, ValueError, KeyError):
         return f"thread {tracer}, gone since"

@@ -1,0 +1,35 @@
+"""tracer/record/dying.py's test of a process held dying, on /proc trees laid out as Linux's
+(the real case, a process held by a real tracer, is in test_children.py)."""
+
+from pathlib import Path
+
+from ada.tracer.record.dying import PF_SIGNALED, held_dying
+
+
+def fake_proc(root: Path, pid: int, tracer: int, threads: dict[int, tuple[str, int]]) -> Path:
+    """/proc/PID/status and task/TID/stat for threads {tid: (state, flags)}; the command name
+    has a space and a parenthesis in it, as real ones may."""
+    (root / str(pid) / "task").mkdir(parents=True)
+    (root / str(pid) / "status").write_text(f"Name:\tw (x)\nState:\tt (tracing stop)\n"
+                                            f"Tgid:\t{pid}\nTracerPid:\t{tracer}\n")
+    for tid, (state, flags) in threads.items():
+        (root / str(pid) / "task" / str(tid)).mkdir()
+        (root / str(pid) / "task" / str(tid) / "stat").write_text(
+            f"{tid} (w (x)) {state} 1 {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0\n")
+    return root
+
+
+def test_a_struck_thread_in_a_tracing_stop_is_held_dying(tmp_path):
+    proc = fake_proc(tmp_path, 10, 7, {10: ("t", PF_SIGNALED | 0x40), 11: ("R", 0x40)})
+    assert held_dying(10, proc) == 7
+
+
+def test_what_is_not_held_dying(tmp_path):
+    # a core being written: struck, but not in a tracing stop
+    assert held_dying(10, fake_proc(tmp_path / "a", 10, 7, {10: ("D", PF_SIGNALED)})) is None
+    # stopped by its tracer, but no fatal signal struck it (a debugger's breakpoint)
+    assert held_dying(10, fake_proc(tmp_path / "b", 10, 7, {10: ("t", 0x40)})) is None
+    # struck, in a tracing stop, but no tracer (cannot be, and not ada's to say)
+    assert held_dying(10, fake_proc(tmp_path / "c", 10, 0, {10: ("t", PF_SIGNALED)})) is None
+    # gone
+    assert held_dying(99, tmp_path / "a") is None
