@@ -147,8 +147,9 @@ function fridaThreadIds(max) {
   return (taskIds() || []).filter(tid => Cloak.hasThread(tid)).slice(0, max);
 }
 
-/* A thread's scheduling state from /proc/self/task/<tid>/status: {runnable, switches (its
- * context switches so far)}, or null (it ended, or no procfs). */
+/* A thread's scheduling state from /proc/self/task/<tid>/: {runnable, switches (its context
+ * switches so far), ranNs (its time on a CPU so far, from schedstat; null without it)}, or
+ * null (it ended, or no procfs). */
 function threadSchedule(tid) {
   let text;
   try {
@@ -161,18 +162,29 @@ function threadSchedule(tid) {
   const forced = /^nonvoluntary_ctxt_switches:\s*(\d+)/m.exec(text);
   if (state === null || voluntary === null || forced === null)
     return null;
-  return { runnable: state[1] === 'R', switches: parseInt(voluntary[1], 10) + parseInt(forced[1], 10) };
+  let ranNs = null;
+  try {
+    ranNs = parseInt(File.readAllText(`/proc/self/task/${tid}/schedstat`).split(' ')[0], 10);
+  } catch (e) {
+    /* a kernel without CONFIG_SCHED_INFO: the switches alone */
+  }
+  return { runnable: state[1] === 'R', switches: parseInt(voluntary[1], 10) + parseInt(forced[1], 10),
+           ranNs: Number.isFinite(ranNs) ? ranNs : null };
 }
 
 /*
  * Wait until each of `tids` (but this one) that was on a CPU, or waiting for one, as this
  * was called has run on since: seen off the run queue (asleep: a thread in a few
- * instructions of hook code makes no system call), or switched out again (it had a CPU
- * after the call). A thread preempted anywhere has then gone on from where it was. At
- * most capMs: a thread that keeps a CPU to itself is never switched out, and is not stuck
- * either. Without procfs, capMs / 10 (every thread had some time, most likely). Nothing
- * here calls a function through libc from this thread (a hooked one would count it as the
- * program's): the tids come from the caller, the files are read by Frida's own code.
+ * instructions of hook code makes no system call), switched out again (it had a CPU after
+ * the call), or with more time on a CPU than it had (schedstat: a thread that keeps a CPU to
+ * itself shows it at the next tick). A thread preempted anywhere has then gone on from where
+ * it was. At most capMs: a preempted thread gets a CPU back within milliseconds where one is
+ * to spare, but in the emulated arm64 machine, both CPUs busy, it may wait far longer (the
+ * program that died there as ada left it, once a whole run, may be such a thread running a
+ * freed trampoline: see _putBackInterceptorHeads). Without procfs, capMs / 10 (every thread
+ * had some time, most likely). Nothing here calls a function through libc from this thread (a
+ * hooked one would count it as the program's): the tids come from the caller, the files are
+ * read by Frida's own code.
  */
 function letThreadsPass(tids, capMs) {
   try {
@@ -186,14 +198,15 @@ function letThreadsPass(tids, capMs) {
   for (const tid of tids) {
     const s = tid === self ? null : threadSchedule(tid);
     if (s !== null && s.runnable)
-      waiting.set(tid, s.switches);
+      waiting.set(tid, s);
   }
   const deadline = Date.now() + capMs;
   while (waiting.size > 0 && Date.now() < deadline) {
     Thread.sleep(0.001);
-    for (const [tid, switches] of waiting) {
+    for (const [tid, was] of waiting) {
       const s = threadSchedule(tid);
-      if (s === null || !s.runnable || s.switches !== switches)
+      if (s === null || !s.runnable || s.switches !== was.switches ||
+          (s.ranNs !== null && was.ranNs !== null && s.ranNs > was.ranNs))
         waiting.delete(tid);
     }
   }

@@ -589,7 +589,7 @@ const AgentHooking = {
     const L = this.layout, tids = [];
     for (let slot = 0; slot < this._registered(); slot++)
       tids.push(this.threads.add(slot * L['agent.sizeof_thread_state'] + L['agent.thread_tid']).readU32());
-    letThreadsPass(tids, 250);
+    letThreadsPass(tids, 2000);
   },
 
   /*
