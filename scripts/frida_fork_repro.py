@@ -15,8 +15,8 @@ Frida's agent, three of its threads spinning) and exits 1.
 Measured 2026-11-26 with frida 17.26.2: `attach` hung in runs 3, 4 and 2 of three tries (the
 child stopped by ptrace, its main thread faulted in Frida's allocator inside fork()'s hook);
 `resume` hung too (the child waiting in fork(), as held.py describes).
-In the emulated arm64 machine (scripts/arm64.sh, 2026-11-27), `--runs 10 --children 4
---hang-s 150` hung in run 8 in both of two tries: once blocked in a Frida call on the held
+In the emulated arm64 machine (scripts/arm64.sh, 2026-11-27), `--children 4 --hang-s
+150` (--runs 10, then 40) hung in run 8 in both of two tries: once blocked in a Frida call on the held
 child (the run's time limit never came), once with the child stopped by Frida's ptrace (on
 x86_64 no Frida helper process runs: the ptrace is this script's own) after a SIGSEGV inside Frida's
 code (the kernel's fatal-signal line), its other threads running: about 1 child in 30.
