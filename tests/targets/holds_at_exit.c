@@ -13,7 +13,7 @@
 int main(int argc, char **argv)
 {
   pid_t pid = argc > 1 ? atoi(argv[1]) : 0;
-  /* Frida's helper may still trace it for a moment (its injection): try for 5 s. */
+  /* Frida may still trace it for a moment (its injection): try for 5 s. */
   for (int tries = 0; ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACEEXIT) != 0; tries++) {
     if (tries == 100) {
       perror("ptrace");
@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     if (event == PTRACE_EVENT_EXIT) {
       printf("holding\n");
       fflush(stdout);
-      continue;  /* never let it go on: only SIGKILL ends it now */
+      continue;  /* never let it go on: only this program's end does */
     }
     ptrace(PTRACE_CONT, pid, 0, event == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status));
   }

@@ -21,23 +21,19 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .leaving import tracer_of
+
 PF_SIGNALED = 0x400  # include/linux/sched.h: "killed by a signal"
 STUCK_S = 10.0  # a tracer that handles a fatal signal does so within milliseconds
-
-
-def _status(task: int, proc: Path) -> dict[str, str]:
-    """/proc/TASK/status as name -> value."""
-    return dict(line.split(":\t", 1) for line in
-                (proc / str(task) / "status").read_text().splitlines() if ":\t" in line)
 
 
 def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The tracer (a thread id) of `pid` if a fatal signal struck one of its threads and that
     thread is in a tracing stop; else None (also when it is gone or unreadable)."""
+    tracer = tracer_of(pid, proc)
+    if not tracer:
+        return None
     try:
-        tracer = int(_status(pid, proc).get("TracerPid", "0"))
-        if tracer == 0:
-            return None
         for task in (proc / str(pid) / "task").iterdir():
             stat = (task / "stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()
@@ -51,7 +47,8 @@ def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
 def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
     """Who a tracer thread is: Frida's, in ada's own process, or another process's."""
     try:
-        status = _status(tracer, proc)
+        status = dict(line.split(":\t", 1) for line in
+                      (proc / str(tracer) / "status").read_text().splitlines() if ":\t" in line)
         tgid, name = int(status["Tgid"]), status["Name"].strip()
     except (OSError, ValueError, KeyError):
         return f"thread {tracer}, gone since"
@@ -71,9 +68,8 @@ class DyingWatch:
         self._since: dict[int, float] = {}  # pid -> first seen held dying
         self._named: set[int] = set()
 
-    def check(self, pids: list[int]) -> list[int]:
-        """Look at `pids` (each time the recording loop wakes); returns the pids named now."""
-        named = []
+    def check(self, pids: list[int]) -> None:
+        """Look at `pids` (each time the recording loop wakes)."""
         now = time.monotonic()
         for pid in pids:
             if pid in self._named:
@@ -86,9 +82,7 @@ class DyingWatch:
             if now - since < self.stuck_s:
                 continue
             self._named.add(pid)
-            named.append(pid)
             self.warn(f"pid {pid} was struck by a fatal signal but has not ended: its tracer "
                       f"has held it stopped for {now - since:.0f} s, and whatever waits for it "
                       f"(its parent, this recording) waits on. The tracer is "
                       f"{describe_tracer(tracer)}")
-        return named

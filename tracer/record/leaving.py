@@ -24,10 +24,11 @@ SETTLE_S = 0.01  # after the cleanup's ptrace detach, for its last steps
 POLL_S = 0.0002
 
 
-def tracer_of(pid: int) -> int | None:
-    """The pid tracing `pid` (0: none), or None when it cannot be read (gone, or no procfs)."""
+def tracer_of(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The thread tracing `pid` (0: none), or None when it cannot be read (gone, or no
+    procfs). `proc`: where procfs is (tests lay out their own)."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        text = (proc / str(pid) / "status").read_text()
     except OSError:
         return None
     for line in text.splitlines():
