@@ -247,6 +247,8 @@ ada_layout (AdaLayoutEntry * out, guint capacity)
   ADA_HEADER (forks);
   ADA_HEADER (exec_pending);
   ADA_HEADER (paused_spawns);
+  ADA_HEADER (drain_asleep);
+  ADA_HEADER (drain_wakes);
   ADA_LAYOUT ("sizeof.slot", sizeof (SlotControl));
   ADA_SLOT (state);
   ADA_SLOT (tid);

@@ -198,6 +198,9 @@ typedef struct
   guint32 exec_pending;       /* 1 from execve's entry until it fails: see ada_on_exec_enter */
   guint32 paused_spawns;      /* posix_spawn calls run with their thread's hooks paused: see
                                * watchSpawn in ada_hooking.js */
+  volatile guint32 drain_asleep;  /* 1 while the host's drain naps on it (a futex): see
+                                   * ada_wake_drain */
+  guint32 drain_wakes;        /* the times a producer woke it so */
   guint32 reserved;
 } RegionHeader;
 

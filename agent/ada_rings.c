@@ -9,6 +9,26 @@
  */
 
 /*
+ * The host's drain naps, longer and longer, while its passes find nothing (drain.py; nap.py),
+ * on the header's drain_asleep word: a futex on Linux, which the first producer to find its
+ * ring half full (ada_wait_for_room), or full, or a slot wanting, or a trigger, wakes. So a
+ * program at rest costs the host a few wakes a second, and one that starts to run finds its
+ * rings drained before they fill. Elsewhere there is no futex and the drain naps only briefly.
+ */
+static void
+ada_wake_drain (RegionHeader * h)
+{
+#ifdef ADA_FUTEX_SYSCALL
+  if (h->drain_asleep == 0)
+    return;
+  h->drain_asleep = 0;
+  g_atomic_int_add ((volatile gint *) &h->drain_wakes, 1);
+  syscall (ADA_FUTEX_SYSCALL, (glong) (gsize) &h->drain_asleep, (glong) 1 /* FUTEX_WAKE */,
+      (glong) 1);
+#endif
+}
+
+/*
  * Shared memory is reserved a slot at a time, as threads first claim them: a
  * page of a /dev/shm file that cannot be backed when first touched kills the
  * process with SIGBUS, while a reservation that fails only means this thread
@@ -109,6 +129,7 @@ ada_claim_slot (void)
     }
     if (!pending || h->policy != ADA_POLICY_WAIT || h->stop || ada_host_silent (h))
       return -1;
+    ada_wake_drain (h);  /* the drain frees the slots of threads that ended */
     if (++spins < 64)
       g_thread_yield ();
     else
@@ -187,14 +208,14 @@ ada_claim_thread (void)
   t->ring = (IndexEvent *) (s->index_rings + (gsize) slot * h->index_capacity * sizeof (IndexEvent));
   t->detail_ring = s->detail_rings + (gsize) slot * s->detail_capacity;
   t->head = 0;
-  t->cached_tail = 0;
+  t->cached_tail = (guint64) 0 - s->index_capacity / 2;  /* see ada_wait_for_room */
   t->overflowed = 0;
   t->depth_extra = 0;
   t->stale_frames = 0;
   t->shadow_len = 0;
   t->detail_count = 0;
   t->detail_head = 0;
-  t->detail_cached_tail = 0;
+  t->detail_cached_tail = (guint64) 0 - s->detail_capacity / 2;
   t->stack_lo = 0;
   t->stack_hi = 0;
   t->busy = 0;
@@ -366,6 +387,11 @@ ada_count_stale_frames (ThreadState * t, GumInvocationContext * ic)
  * drop policy, the stop flag, or a drain silent for stall_ns (the host
  * is gone, and waiting longer would hang the target). While it waits, t->waiting_sp
  * marks its stack: the hooked functions its sleeps call are ada's (ada_inline_ours).
+ *
+ * The callers come here when their ring looks full by *cached_tail: this leaves it half a
+ * ring behind the real tail while the ring is less than half full, so that the next visit
+ * comes at half full, to wake a napping drain (ada_wake_drain) before the ring fills; past
+ * half, the real tail, and the fast path writes on until the ring is full.
  */
 static gboolean
 ada_wait_for_room (ThreadState * t, volatile guint64 * tail, guint64 * cached_tail, guint64 head,
@@ -380,8 +406,16 @@ ada_wait_for_room (ThreadState * t, volatile guint64 * tail, guint64 * cached_ta
   t->waiting_sp = (guint64) (gsize) &spins;
   for (;;)
   {
-    *cached_tail = ada_load_acquire (tail);
-    if (head + need - *cached_tail <= capacity)
+    guint64 seen = ada_load_acquire (tail);
+    *cached_tail = seen;
+    if (head + need - seen <= capacity / 2)
+    {
+      *cached_tail = seen - capacity / 2;
+      room = TRUE;
+      break;
+    }
+    ada_wake_drain (h);
+    if (head + need - seen <= capacity)
     {
       room = TRUE;
       break;

@@ -58,6 +58,7 @@ ada_on_trigger (GumInvocationContext * ic)
   e->function_id = (guint64) GUM_IC_GET_FUNC_DATA (ic, gsize);
   e->tid = ada_os_thread_id ();
   g_atomic_int_add ((volatile gint *) &e->commit, (gint) (pos + 1 - e->commit));
+  ada_wake_drain (h);  /* the window around a trigger is cut as the drain takes it */
 }
 
 /* Whether this is the process ada was loaded into: not a forked child (ADA_FORKED), nor a

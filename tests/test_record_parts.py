@@ -6,6 +6,7 @@ and checked against figures known by construction. The end-to-end tests (test_tr
 others) run the same parts behind a real agent in real processes.
 """
 
+import ctypes
 import datetime as dt
 import os
 import subprocess
@@ -30,6 +31,7 @@ from ada.tracer.record.devices import ATTACH_TRIES, attach
 from ada.tracer.record.drain import Drain, Heartbeat
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
 from ada.tracer.record.hooked import HookedFunctions
+from ada.tracer.record.nap import FUTEX_SYSCALL, FutexNap, Nap
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
@@ -303,6 +305,87 @@ def test_raw_tick_timestamps_are_converted_before_anything_is_written(tmp_path):
     assert drain.summary()["clock"] == {"hot_path": "tsc", "ns_per_tick": 0.4, "resets": 0}
     s = finish(drain, writer)
     assert s.threads[0].index.timestamps.tolist() == [2000 + 400 * i for i in range(8)]
+
+
+# --- the drain's pace and its nap (drain.py, nap.py) --------------------------------------------
+
+class ScriptedNap(Nap):
+    """Records each nap the drain takes instead of sleeping, and runs `actions[n]` at the n-th."""
+
+    def __init__(self, actions):
+        super().__init__()
+        self.naps, self.actions, self.done = [], actions, threading.Event()
+
+    def sleep(self, seconds):
+        self.naps.append(seconds)
+        self.actions.get(len(self.naps), lambda: None)()
+        time.sleep(0.001)
+
+
+def test_the_drain_naps_longer_while_nothing_comes_and_not_after_a_pass_that_moved(tmp_path):
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    nap = ScriptedNap({6: lambda: agent.emit(slot, index_events(2, tid=501, first_ts=1000)),
+                       8: lambda: nap.done.set()})
+    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    drain.start()
+    assert nap.done.wait(30)
+    drain.finish(release=lambda: None)
+    # Doubling up to the longest nap (4 ms: Nap); the pass that took the 2 events was not
+    # followed by a nap, and the next nap is the shortest again.
+    assert nap.naps[:8] == [0.0005, 0.001, 0.002, 0.004, 0.004, 0.004, 0.0005, 0.001]
+    assert drain.stats.events == 2
+
+
+def _wake_as_the_agent_does(buf, offset):
+    """ada_wake_drain's steps (agent/ada_rings.c): the word back to 0, then FUTEX_WAKE."""
+    word = buf[offset:offset + 4].view("<u4")
+    if word[0] == 0:
+        return False
+    word[0] = 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(ctypes.c_long(FUTEX_SYSCALL), ctypes.c_void_p(buf.ctypes.data + offset),
+                 ctypes.c_long(1), ctypes.c_long(1), None, None, ctypes.c_long(0))
+    return True
+
+
+def _napping(nap, seconds):
+    thread = threading.Thread(target=nap.sleep, args=(seconds,))
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(not FutexNap.available(), reason="a futex nap is Linux's")
+def test_a_producer_ends_the_drains_futex_nap():
+    buf = np.zeros(4096, np.uint8)
+    offset = R.LAYOUT["header.drain_asleep"]
+    word = buf[offset:offset + 4].view("<u4")
+    nap = FutexNap(buf, offset)
+    thread = _napping(nap, 60.0)
+    deadline = time.monotonic() + 10
+    while word[0] != 1 and time.monotonic() < deadline:  # the word says asleep
+        time.sleep(0.001)
+    assert _wake_as_the_agent_does(buf, offset)
+    thread.join(10)
+    assert not thread.is_alive()  # woken, not timed out
+    assert word[0] == 0 and not _wake_as_the_agent_does(buf, offset)  # awake: nothing to wake
+
+
+@pytest.mark.parametrize("kind", ["futex", "timed"])
+def test_ending_a_nap_ends_it_and_every_later_one(kind):
+    if kind == "futex" and not FutexNap.available():
+        pytest.skip("a futex nap is Linux's")
+    nap = FutexNap(np.zeros(4096, np.uint8), R.LAYOUT["header.drain_asleep"]) \
+        if kind == "futex" else Nap()
+    thread = _napping(nap, 60.0)
+    time.sleep(0.05)
+    nap.end()
+    thread.join(10)
+    assert not thread.is_alive()
+    thread = _napping(nap, 60.0)
+    thread.join(10)
+    assert not thread.is_alive()
 
 
 # --- detail sinks ------------------------------------------------------------------------------

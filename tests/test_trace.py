@@ -560,6 +560,20 @@ def test_drop_policy_counts_every_dropped_event(tmp_path, target_bin, engine):
     assert_verify_clean(s.path)
 
 
+def test_a_program_at_rest_lets_the_drain_nap_and_its_bursts_wake_it(tmp_path, target_bin,
+                                                                     engine):
+    """Between bursts the drain naps (up to 100 ms on Linux: tracer/record/nap.py). A burst's
+    ring, half full, wakes it (ada_wake_drain), the manifest counts the wakes, nothing is lost.
+    Without the wake the count is 0: nothing else writes it."""
+    bursts, calls = 5, 50_000  # 100,000 events a burst: three default rings
+    s, _ = trace(tmp_path, *engine, "-f", target_bin("bursts"), str(bursts), str(calls), "300",
+                 "-i", "bursts!work")
+    m = s.manifest.document
+    assert len(s.threads[0].index) == 2 * bursts * calls
+    assert m["drain_wakes"] >= 1
+    assert_verify_clean(s.path)
+
+
 def test_three_hundred_threads_at_once(tmp_path, target_bin, engine):
     n = 200
     s, _ = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n), "300", "-i",

@@ -30,8 +30,9 @@ from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
 from .ending import TargetEnd
+from .nap import LONGEST_RPC_S, FutexNap, Nap
 from .options import ProcessPlace, TraceOptions
-from .rings import (DETAIL_MODE_CODES, POLICY_DROP, POLICY_WAIT, RegionGeometry,
+from .rings import (DETAIL_MODE_CODES, LAYOUT, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
                     clock_ns)
 from .transport import PULL_FORMAT, RpcMirror, beat_by_message
@@ -188,13 +189,16 @@ class Pipeline:
         self.mirror: RpcMirror | None = None
         if space.region is not None:
             rings = RingReader(space.region.buf, space.geometry)
+            nap = FutexNap(space.region.buf, LAYOUT["header.drain_asleep"]) \
+                if FutexNap.available() else Nap()  # the agent wakes a futex nap (nap.py)
         else:
             self.mirror = RpcMirror(script, space.geometry)
             rings = self.mirror.reader
+            nap = Nap(LONGEST_RPC_S)
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
-                           self.mirror.sync if self.mirror else None, space.heartbeat)
+                           self.mirror.sync if self.mirror else None, space.heartbeat, nap)
 
     @property
     def path(self) -> Path:

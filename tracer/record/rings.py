@@ -50,8 +50,9 @@ REGION_HEADER = packed_dtype([
     ("unbacked_threads", "<u4", 108), ("unwound_calls", "<u8", 168),
     ("terminate_tid", "<u4", 176), ("terminate_depth", "<u4", 180),
     ("terminate_fid", "<u8", 184), ("skipped_events", "<u8", 192), ("trap_calls", "<u8", 200),
-    ("forks", "<u4", 208), ("exec_pending", "<u4", 212), ("paused_spawns", "<u4", 216)],
-    224)
+    ("forks", "<u4", 208), ("exec_pending", "<u4", 212), ("paused_spawns", "<u4", 216),
+    ("drain_asleep", "<u4", 220), ("drain_wakes", "<u4", 224)],
+    232)
 # SlotControl: one per thread slot. Producer and consumer cursors sit on their own cache lines.
 SLOT_CONTROL = packed_dtype([
     ("state", "<u4", 0), ("tid", "<u4", 4), ("detail_head", "<u8", 8), ("detail_drops", "<u8", 16),
