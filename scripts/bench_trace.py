@@ -2,7 +2,7 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-[--attach-only] [--breakpoint-only] [--depth-only] [--long-only]
+[--attach-only] [--breakpoint-only] [--depth-only] [--long-only] [--rest-only]
 First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
 a program that exits at once). Then the hook engines side by side, one and two threads:
 uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
@@ -10,7 +10,8 @@ with apt-get when run as root; said when it cannot be); Frida's empty CModule ho
 with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
 >= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then what a breakpoint hook (the
 inline engine's last resort, for functions no jump fits) costs a call, and (--depth-only) what
-a hooked call costs the returns above it, and (--long-only) the long run with index.atf through
+a hooked call costs the returns above it, (--rest-only) what ada costs the host while the program
+rests, and (--long-only) the long run with index.atf through
 the page cache against the default --index-io policy. Then, for one thread calling small() in
 a loop (the target times its own loop):
   uninstrumented rate; the rate under an empty CModule onEnter/onLeave hook (the floor Frida
@@ -405,6 +406,38 @@ def compare_attach(tmp: Path, rounds: int) -> None:
               f"(target: <= 1.0x)")
 
 
+REST_S, REST_FROM_S, REST_TO_S = 14, 4, 12
+
+
+def at_rest(tmp: Path, rounds: int) -> None:
+    """What ada costs the host while the traced program rests: the CPU time of ada's process
+    (all its threads, from /proc) between REST_FROM_S and REST_TO_S into recording `sleep`,
+    per second: attaching and starting are over by then."""
+    print(f"at rest: ada trace of `sleep {REST_S}`, ada's CPU time from {REST_FROM_S} s to "
+          f"{REST_TO_S} s, {rounds} rounds")
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+    shares = []
+    for k in range(rounds):
+        p = subprocess.Popen([sys.executable, "-m", "ada", "trace", "-q", "-o", str(tmp / "r"),
+                              "-i", "libc.so.6!nanosleep", "-f", shutil.which("sleep"),
+                              str(REST_S)], stdout=subprocess.DEVNULL)
+        time.sleep(REST_FROM_S)
+        first = cpu_s(p.pid)
+        time.sleep(REST_TO_S - REST_FROM_S)
+        share = (cpu_s(p.pid) - first) / (REST_TO_S - REST_FROM_S)
+        if p.wait() != 0:
+            raise SystemExit(f"ada trace failed (exit {p.returncode})")
+        shutil.rmtree(tmp / "r", ignore_errors=True)
+        shares.append(share)
+        print(f"  round {k + 1}: {share * 100:.2f} % of a core")
+    print(f"  median: {sorted(shares)[len(shares) // 2] * 100:.2f} % of a core")
+
+
 def compare_index_io(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
     """The long run with index.atf written through the page cache, and by the default policy
     (straight to the disk once writeback throttles): a recording that outlasts the page
@@ -444,6 +477,8 @@ def main() -> None:
                     "a call")
     ap.add_argument("--depth-only", action="store_true",
                     help="only what a hooked call costs the returns above it (depth 0 and 8)")
+    ap.add_argument("--rest-only", action="store_true",
+                    help="only what ada costs the host while the program rests (CPU time)")
     ap.add_argument("--long-only", action="store_true",
                     help="only the long run, index.atf through the page cache and by the "
                     "default policy (--index-io cached, auto), interleaved")
@@ -462,6 +497,9 @@ def main() -> None:
             return
         if args.long_only:
             compare_index_io(build(tmp), args.long_calls, tmp, args.rounds)
+            return
+        if args.rest_only:
+            at_rest(tmp, args.rounds)
             return
         if not args.engines_only:
             compare_attach(tmp, args.rounds)
