@@ -564,10 +564,12 @@ def test_a_program_at_rest_lets_the_drain_nap_and_its_bursts_wake_it(tmp_path, t
                                                                      engine):
     """Between bursts the drain naps (up to 100 ms on Linux: tracer/record/nap.py). A burst's
     ring, half full, wakes it (ada_wake_drain), the manifest counts the wakes, nothing is lost.
-    Without the wake the count is 0: nothing else writes it."""
-    bursts, calls = 5, 50_000  # 100,000 events a burst: three default rings
+    Without the wake the count is 0: nothing else writes it. Small rings (2,048 events), so
+    that a ring is half full well within a nap even where calls are slow: the Frida engine
+    under emulation, where a default ring's half took longer than a nap, and no burst woke it."""
+    bursts, calls = 5, 20_000  # 40,000 events a burst: twenty rings
     s, _ = trace(tmp_path, *engine, "-f", target_bin("bursts"), str(bursts), str(calls), "300",
-                 "-i", "bursts!work")
+                 "-i", "bursts!work", "--ring-kb", "64")
     m = s.manifest.document
     assert len(s.threads[0].index) == 2 * bursts * calls
     assert m["drain_wakes"] >= 1
