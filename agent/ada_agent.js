@@ -37,6 +37,7 @@ class AdaAgent {
     this.pending = [];           /* modules that loaded while the initial hooks went in */
     this.live = false;           /* initial hooks in: modules that load now are hooked as they load */
     this.hookedAddresses = new Map();  /* address string -> function id, for the hot path's table */
+    this.writesAwaited = 0;  /* Interceptor jumps found unwritten after a flush: _awaitWritten */
     this.codeOwners = new Map();  /* hooked code (after thunks) -> 'module!name' hooked there */
     this.interceptorHeads = [];  /* {at, size, bytes}: the Interceptor's hooks, as they were */
     this.triggerCount = 0;

@@ -248,3 +248,43 @@ ada_hold_end (void)
   return ada_hold_load (&h->escaped);
 }
 #endif
+
+/*
+ * Frida's Interceptor writes the jumps of its attaches as its transaction ends, and that
+ * transaction is the process's, not the thread's: every thread that enters the JavaScript
+ * runtime joins it before it waits for the runtime's lock (gumquickcore.c,
+ * _gum_quick_scope_enter). So an attach made while another thread waits to run JavaScript
+ * (the agent's clock timer, a message, a call from the host) is written only when that
+ * thread leaves, after this one's Interceptor.flush and after it returned. Made in a
+ * module's onAdded, the load went on, dlopen returned, and the calls right after it ran
+ * unhooked: a recording with a late-loaded library's first calls missing, nothing said
+ * (likely two CI failures; with Frida alone, scripts/frida_lateload_repro.py, 4 loads in 20).
+ *
+ * The agent calls this with cooperative scheduling, which leaves the runtime and its part
+ * of the transaction: the waiting thread runs, leaves, and the jumps are written. Waits until
+ * each of the n places no longer holds the 8 bytes `before` had, or for timeout_ms; returns
+ * how many still do. A place it cannot read counts as written (the code went away; or no
+ * safe read on this platform, where it does not wait).
+ */
+guint
+ada_await_written (const guint64 * at, const guint64 * before, guint n, guint timeout_ms)
+{
+  guint64 deadline = ada_now () + (guint64) timeout_ms * 1000000ULL;
+  guint i, left;
+
+  for (;;)
+  {
+    left = 0;
+    for (i = 0; i != n; i++)
+    {
+      guint64 now;
+      if (ada_safe_read ((guint8 *) &now, at[i], 8) != 8)
+        continue;
+      if (now == before[i])
+        left++;
+    }
+    if (left == 0 || ada_now () >= deadline)
+      return left;
+    ada_nap (100);
+  }
+}

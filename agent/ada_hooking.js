@@ -355,7 +355,10 @@ const AgentHooking = {
       failures.push({ name: t.name, module: t.module, address: t.address, error: THREAD_INSIDE,
                       trigger: true });
     this._noteInterceptorHeads(heads.concat(triggerHeads));
-    return { hooked, failures, fallbacks, aliases, breakpoints };
+    const late = heads.filter(h => h.late).map(({ i }) => functions[i])
+      .concat(triggerHeads.filter(h => h.late).map(({ t }) => t))
+      .map(f => ({ name: f.name, module: f.module, address: f.address }));
+    return { hooked, failures, fallbacks, aliases, breakpoints, late };
   },
 
   /*
@@ -376,7 +379,38 @@ const AgentHooking = {
     });
     const left = heads.filter((h, k) => inside.has(k));
     heads.splice(0, heads.length, ...heads.filter((h, k) => !inside.has(k)));
+    for (const h of this._awaitWritten(heads))
+      h.late = true;
     return left;
+  },
+
+  /*
+   * The heads whose jumps Interceptor.flush did not write: another thread waiting to run
+   * JavaScript holds Frida's transaction open (see ada_await_written in ada_hold.c). Waits,
+   * outside the runtime, until they are written, for up to 1 s; returns those still not
+   * written then (hooked, but calls until Frida writes them are not recorded). Code Frida
+   * had hooked already (a jump out of every module) shows no change: not waited for.
+   */
+  _awaitWritten(heads) {
+    const unwritten = ({ at, before }) => {
+      const now = readCode(at);
+      return before !== null && now !== null && before.every((b, k) => b === now[k]);
+    };
+    const pending = heads.filter(h => unwritten(h) && !jumpsOutOfModules(h.at));
+    if (pending.length === 0)
+      return [];
+    if (this.awaitWrittenFn === undefined)
+      this.awaitWrittenFn = new NativeFunction(this.cm.ada_await_written, 'uint',
+        ['pointer', 'pointer', 'uint', 'uint'], { scheduling: 'cooperative' });
+    const n = pending.length, at = Memory.alloc(8 * n), was = Memory.alloc(8 * n);
+    pending.forEach((h, k) => {
+      at.add(8 * k).writePointer(h.at);
+      was.add(8 * k).writeByteArray(Array.from(h.before.slice(0, 8)));
+    });
+    this.writesAwaited += n;
+    if (this.awaitWrittenFn(at, was, n, 1000) === 0)
+      return [];
+    return pending.filter(unwritten);
   },
 
   /*
@@ -425,7 +459,8 @@ const AgentHooking = {
     this.pending = [];
     for (const module of pending)
       this._moduleAdded(module);
-    return Object.assign(result, { hold: Object.assign({}, this.hold.stats) });
+    return Object.assign(result, { hold: Object.assign({}, this.hold.stats),
+                                   writesAwaited: this.writesAwaited });
   },
 
   /* A module loaded (or, before hook(), one the initial pass may not have seen). */
@@ -446,9 +481,11 @@ const AgentHooking = {
                                          this.triggerSelection.functionsIn(module, names.names));
     if (functions.length === 0 && triggers.length === 0)
       return;
-    const { hooked, failures, fallbacks, aliases, breakpoints } = this._attach(functions, triggers);
+    const { hooked, failures, fallbacks, aliases, breakpoints, late } =
+      this._attach(functions, triggers);
     send({ type: MESSAGES.moduleLoaded, module: module.name, functions, triggers, hooked, failures,
-           fallbacks, aliases, breakpoints, hits: this.selection.hits });
+           fallbacks, aliases, breakpoints, late, writesAwaited: this.writesAwaited,
+           hits: this.selection.hits });
   },
 
   /*

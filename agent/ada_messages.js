@@ -8,7 +8,7 @@
  * Sent by the agent, as send({type, ...payload}, data):
  *   ada:module-loaded    a module loaded after hook() and functions in it were hooked
  *                        (ada_hooking.js): {module, functions, triggers, hooked, failures,
- *                        fallbacks, aliases, hits}
+ *                        fallbacks, aliases, breakpoints, late, writesAwaited, hits}
  *   ada:module-unloaded  a module ada had seen went away (ada_hooking.js):
  *                        {path, base, removedNs}
  *   ada:final            the process exits, execs or crashes: the handover (ada_ending.js):

@@ -37,6 +37,10 @@ class HookedFunctions:
         # functions hooked through an int3 ({name, module, address, reason}: why no jump
         # fits), the inline engine's last resort: a signal each call
         self.breakpoints: list[dict[str, Any]] = []
+        # functions whose jumps Frida wrote more than 1 s after ada hooked them (another thread
+        # held its Interceptor's transaction: ada_await_written): calls before are missing
+        self.late: list[dict[str, Any]] = []
+        self.writes_awaited = 0  # the agent's count of such jumps it waited for (all told)
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
         # per item: functions of its -i pattern found only in symbol tables at start (a hint)
@@ -46,10 +50,12 @@ class HookedFunctions:
             failures: list[dict[str, Any]], hits: list[int],
             fallbacks: list[dict[str, Any]] | None = None,
             aliases: list[dict[str, Any]] | None = None,
-            breakpoints: list[dict[str, Any]] | None = None) -> None:
+            breakpoints: list[dict[str, Any]] | None = None,
+            late: list[dict[str, Any]] | None = None) -> None:
         """A batch the agent found (and hooked, but for `failures`; `fallbacks` by Frida's
         Interceptor instead of the inline engine; `aliases` through another's hook;
-        `breakpoints` through an int3, where neither engine's jump fits)."""
+        `breakpoints` through an int3, where neither engine's jump fits; `late` hooked, but
+        written by Frida only after more than 1 s)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
             if f.get("inline"):  # the inline engine's refusal came first
@@ -61,6 +67,9 @@ class HookedFunctions:
                        lambda f: f"{f['name']} ({f['reason']})")
         self._say_some(breakpoints, "hooked through a breakpoint (int3), as no jump fits: "
                        "each call costs a signal, microseconds", lambda f: f["name"])
+        self._say_some(late, "hooked, but Frida wrote their jumps more than 1 s late (another "
+                       "thread held its Interceptor): their calls until then are not recorded, "
+                       "and not counted", lambda f: f["name"])
         self._say_some(aliases, "only jump to another selected function's code: their calls "
                        "are recorded under its name", lambda f: f"{f['name']} (as {f['as']})")
         with self._lock:
@@ -70,6 +79,7 @@ class HookedFunctions:
             self.fallbacks.extend(fallbacks or [])
             self.aliases.extend(aliases or [])
             self.breakpoints.extend(breakpoints or [])
+            self.late.extend(late or [])
             self.hits = list(hits)
 
     def _say_some(self, items: list[dict[str, Any]] | None, what: str,
@@ -110,5 +120,6 @@ class HookedFunctions:
         with self._lock:
             return {"functions": list(self.functions), "failures": list(self.failures),
                     "fallbacks": list(self.fallbacks), "aliases": list(self.aliases),
-                    "breakpoints": list(self.breakpoints),
+                    "breakpoints": list(self.breakpoints), "late": list(self.late),
+                    "writes_awaited": self.writes_awaited,
                     "unloaded": list(self.unloaded)}

@@ -6,7 +6,7 @@ they are used; these are the messages it sends unasked, and the host's two.
 
     MODULE_LOADED    a module loaded after hook() and functions in it were hooked:
                      {module, functions, triggers, hooked, failures, fallbacks, aliases,
-                     breakpoints, hits}
+                     breakpoints, late, writesAwaited, hits}
     MODULE_UNLOADED  a module ada had seen went away: {path, base, removedNs}
     FINAL            the process exits, execs or crashes (the handover): {reason, crash, heads,
                      exitStatus, children (pids forked since noteChildren, still alive),
