@@ -893,6 +893,21 @@ def test_functions_the_inline_engine_left_to_the_interceptor_are_said_once_and_k
     assert len(said) == 1
 
 
+def test_functions_whose_jumps_frida_wrote_late_are_said_and_kept_for_the_manifest():
+    """The agent's `late` (ada_await_written gave up after 1 s): calls until then are missing,
+    uncounted, so the user is told which functions, and the manifest keeps them."""
+    said = []
+    hooked = HookedFunctions([], [], said.append)
+    late = [{"name": "plug_work", "module": "libplug.so", "address": "0x1000"}]
+    hooked.add([], [], [], [], late=late)
+    assert len(said) == 1 and said[0].startswith("1 function(s) hooked, but Frida wrote their "
+                                                 "jumps more than 1 s late")
+    assert "not recorded, and not counted: plug_work" in said[0]
+    hooked.writes_awaited = 3
+    snapshot = hooked.snapshot()
+    assert snapshot["late"] == late and snapshot["writes_awaited"] == 3
+
+
 def test_side_effects_speak_of_the_engine_in_use():
     summary = {"unbacked_threads": 0, "unwound_calls": 5, "terminate": {
         "thread_id": 5, "open_calls": 2, "function_id": 7}}
