@@ -899,11 +899,10 @@ def test_functions_whose_jumps_frida_wrote_late_are_said_and_kept_for_the_manife
     said = []
     hooked = HookedFunctions([], [], said.append)
     late = [{"name": "plug_work", "module": "libplug.so", "address": "0x1000"}]
-    hooked.add([], [], [], [], late=late)
+    hooked.add([], [], [], [], late=late, writes_awaited=3)
     assert len(said) == 1 and said[0].startswith("1 function(s) hooked, but Frida wrote their "
                                                  "jumps more than 1 s late")
     assert "not recorded, and not counted: plug_work" in said[0]
-    hooked.writes_awaited = 3
     snapshot = hooked.snapshot()
     assert snapshot["late"] == late and snapshot["writes_awaited"] == 3
 

@@ -40,7 +40,7 @@ class HookedFunctions:
         # functions whose jumps Frida wrote more than 1 s after ada hooked them (another thread
         # held its Interceptor's transaction: ada_await_written): calls before are missing
         self.late: list[dict[str, Any]] = []
-        self.writes_awaited = 0  # the agent's count of such jumps it waited for (all told)
+        self.writes_awaited = 0  # jumps the agent found unwritten and waited for, all told
         self.unloaded: list[dict[str, Any]] = []  # {"path", "base", "removed_ns"}
         self.hits: list[int] = [0] * len(selection)  # functions each selection item added
         # per item: functions of its -i pattern found only in symbol tables at start (a hint)
@@ -51,11 +51,13 @@ class HookedFunctions:
             fallbacks: list[dict[str, Any]] | None = None,
             aliases: list[dict[str, Any]] | None = None,
             breakpoints: list[dict[str, Any]] | None = None,
-            late: list[dict[str, Any]] | None = None) -> None:
+            late: list[dict[str, Any]] | None = None,
+            writes_awaited: int | None = None) -> None:
         """A batch the agent found (and hooked, but for `failures`; `fallbacks` by Frida's
         Interceptor instead of the inline engine; `aliases` through another's hook;
         `breakpoints` through an int3, where neither engine's jump fits; `late` hooked, but
-        written by Frida only after more than 1 s)."""
+        written by Frida only after more than 1 s; `writes_awaited` the agent's count so far
+        of jumps it found unwritten and waited for)."""
         for f in failures:
             f["reason"] = describe_hook_failure(f["error"])
             if f.get("inline"):  # the inline engine's refusal came first
@@ -80,6 +82,8 @@ class HookedFunctions:
             self.aliases.extend(aliases or [])
             self.breakpoints.extend(breakpoints or [])
             self.late.extend(late or [])
+            if writes_awaited is not None:
+                self.writes_awaited = writes_awaited
             self.hits = list(hits)
 
     def _say_some(self, items: list[dict[str, Any]] | None, what: str,

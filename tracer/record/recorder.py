@@ -142,8 +142,8 @@ class Recorder:
             self.wake()
             self.hooked.add(payload["functions"], payload["triggers"], payload["failures"],
                             payload["hits"], payload.get("fallbacks"), payload.get("aliases"),
-                            payload.get("breakpoints"), payload.get("late"))
-            self.hooked.writes_awaited = payload.get("writesAwaited", 0)
+                            payload.get("breakpoints"), payload.get("late"),
+                            payload.get("writesAwaited"))
             self.info(f"{payload['module']} loaded: hooked {payload['hooked']} function(s)"
                       + (f" and {len(payload['triggers'])} trigger(s)"
                          if payload["triggers"] else ""))
@@ -278,8 +278,7 @@ class Recorder:
         self.thread_hold = hooked.get("hold")
         self.hooked.add(found["functions"], found["triggers"], hooked["failures"], found["hits"],
                         hooked.get("fallbacks"), hooked.get("aliases"), hooked.get("breakpoints"),
-                        hooked.get("late"))
-        self.hooked.writes_awaited = hooked.get("writesAwaited", 0)
+                        hooked.get("late"), hooked.get("writesAwaited"))
         if found["functions"] and hooked["hooked"] == 0:
             raise TracerError("none of the matched functions could be hooked")
         refused = sum(1 for f in hooked["failures"] if not f.get("trigger"))
