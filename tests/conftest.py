@@ -54,7 +54,7 @@ def plugin(tmp_path_factory):
     (out / "libplug.so").symlink_to("libplug.so.1")
     host = out / "plugin_host"
     subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-o", str(host),
-                    str(TESTS / "targets" / "plugin_host.c"), "-ldl"], check=True)
+                    str(TESTS / "targets" / "plugin_host.c"), "-ldl", "-pthread"], check=True)
     linked = out / "plugin_linked"
     subprocess.run(["gcc", "-O1", "-g", "-o", str(linked),
                     str(TESTS / "targets" / "plugin_linked.c"), f"-L{out}", "-lplug",
