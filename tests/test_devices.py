@@ -164,6 +164,7 @@ def test_remote_device_on_loopback_delivers_everything_at_the_end(tmp_path, targ
         assert np.array_equal(ev["event_kind"], np.tile([F.EVENT_CALL, F.EVENT_RETURN], calls))
     end = s.manifest.document["end"]
     assert end["clean"] is True and end["undelivered_events"] == 0
+    assert m["transport"]["handover_bytes"] > 0  # the rings' last bytes came with the handover
     if ending == "segv":
         assert end["reason"] == "target-crashed" and end["crash"]["signal"] == "SIGSEGV"
     else:

@@ -42,6 +42,8 @@ def test_every_event_survives_the_end(tmp_path, target_bin, transport, ending, r
     assert_every_call(s)
     end = s.manifest.document["end"]
     assert (end["reason"], end["clean"], end["undelivered_events"]) == (reason, True, 0)
+    if transport == "rpc":  # the rings' last bytes came with the handover, as one more pull
+        assert s.manifest.document["transport"]["handover_bytes"] > 0
     if reason == "target-crashed":
         crash = end["crash"]
         assert crash["signal"] == detail and int(crash["threadId"]) == s.manifest.document["process"]["pid"]

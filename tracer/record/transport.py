@@ -112,11 +112,13 @@ class RpcMirror:
         self.lost: str | None = None
         self._final: list[bytes] = []
         self._final_lock = threading.Lock()
+        self.handover_bytes = 0  # what the agent's handovers carried (see summary)
 
     def queue_final(self, data: bytes) -> None:
         """The agent's last buffer, sent as the target exits (from Frida's message thread)."""
         with self._final_lock:
             self._final.append(data)
+            self.handover_bytes += len(data)
 
     def _freed_slot(self, slot: int) -> None:
         self._freed.append(slot)
@@ -190,9 +192,13 @@ class RpcMirror:
         return received
 
     def summary(self) -> dict[str, Any]:
-        """The manifest's "transport" details: what was pulled, how fast, and a lost link."""
+        """The manifest's "transport" details: what was pulled, how fast, a lost link, and
+        the bytes the agent's last message carried as the target ended (handed over, they
+        are applied as one more pull): a target's end that loses events then says whether
+        they reached the host at all."""
         return {"pulls": self.pulls, "bytes": self.bytes,
-                "mb_per_s": round(self.throughput() / 1e6, 2), "last_error": self.lost}
+                "mb_per_s": round(self.throughput() / 1e6, 2), "last_error": self.lost,
+                "handover_bytes": self.handover_bytes}
 
     def throughput(self) -> float:
         """Ring bytes pulled per second since the start."""
