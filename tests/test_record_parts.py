@@ -31,7 +31,7 @@ from ada.tracer.record.devices import ATTACH_TRIES, attach
 from ada.tracer.record.drain import Drain, Heartbeat
 from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
 from ada.tracer.record.hooked import HookedFunctions
-from ada.tracer.record.nap import FUTEX_SYSCALL, FutexNap, Nap
+from ada.tracer.record.nap import FUTEX_FROM_S, FUTEX_SYSCALL, FutexNap, Nap
 from ada.tracer.record.manifest import RecordingFacts, build_manifest
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
@@ -370,6 +370,21 @@ def test_a_producer_ends_the_drains_futex_nap():
     thread.join(10)
     assert not thread.is_alive()  # woken, not timed out
     assert word[0] == 0 and not _wake_as_the_agent_does(buf, offset)  # awake: nothing to wake
+
+
+@pytest.mark.skipif(not FutexNap.available(), reason="a futex nap is Linux's")
+def test_only_the_longer_naps_ask_to_be_woken():
+    """A nap under FUTEX_FROM_S (the drain's while the program runs flat out) leaves the word
+    alone, so no producer makes a FUTEX_WAKE for it; a longer one says asleep, then awake."""
+    buf = np.zeros(4096, np.uint8)
+    offset = R.LAYOUT["header.drain_asleep"]
+    word = buf[offset:offset + 4].view("<u4")
+    nap = FutexNap(buf, offset)
+    word[0] = 7  # neither asleep (1) nor awake (0): shows whether the nap wrote it
+    nap.sleep(FUTEX_FROM_S / 2)
+    assert word[0] == 7
+    nap.sleep(FUTEX_FROM_S * 2)
+    assert word[0] == 0
 
 
 @pytest.mark.parametrize("kind", ["futex", "timed"])
