@@ -21,12 +21,10 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-import ada.atf as atf
-from bench_trace import build, find_uftrace, parse_rate, settle_page_cache, uftrace
+from bench_trace import ada, build, find_uftrace, uftrace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,27 +40,6 @@ def old_checkout(commit: str, tmp: Path) -> Path:
     return path
 
 
-def record(exe: Path, calls: int, threads: int, engine: str, out: Path,
-           pythonpath: Path | None) -> tuple[float, float, int, int]:
-    """One `ada trace` of the target: (calls/s the target saw, ms it waited for the drain,
-    its waits, the drain's wakes)."""
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    settle_page_cache()
-    proc = subprocess.run([sys.executable, "-m", "ada", "trace", "-q", "-o", str(out), "-f",
-                           str(exe), str(calls), str(threads), "-i", "bench_target!small",
-                           "--hook-engine", engine], capture_output=True, text=True,
-                          cwd=out.parent, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_pair: ada trace failed:\n{proc.stderr}")
-    rate, _ = parse_rate(proc.stdout)
-    m = atf.open_session(proc.stdout.strip().splitlines()[-1]).manifest.document
-    shutil.rmtree(out)
-    return rate, m["drops"]["wait_ms"], m["drops"]["waits"], m.get("drain_wakes", 0)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("commit", help="the older commit to compare against")
@@ -71,6 +48,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--engine", default="inline", choices=("inline", "frida"))
     a = ap.parse_args()
+    os.environ.pop("PYTHONPATH", None)  # "new" is this checkout, as installed
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-pair-"))
     try:
         old = old_checkout(a.commit, tmp)
@@ -85,11 +63,11 @@ def main() -> None:
             order = ("old", "new") if k % 2 == 0 else ("new", "old")
             row = {}
             for side in order:
-                row[side] = record(exe, per, a.threads, a.engine, tmp / "out",
-                                   old if side == "old" else None)
-                rates[side].append(row[side][0])
-            line = "; ".join(f"{side} {r / 1e6:6.2f} M calls/s (waited {w:,.0f} ms, {n} "
-                             f"waits, {wakes} wakes)" for side, (r, w, n, wakes) in row.items())
+                row[side] = ada(exe, per, tmp / "out", a.threads, ("--hook-engine", a.engine),
+                                env={"PYTHONPATH": str(old)} if side == "old" else None)
+                rates[side].append(row[side].rate)
+            line = "; ".join(f"{side} {r.rate / 1e6:6.2f} M calls/s (waited {r.wait_ms:,.0f} ms, "
+                             f"{r.waits} waits, {r.drain_wakes} wakes)" for side, r in row.items())
             if tool:
                 u, _ = uftrace(tool, exe_pg, per, a.threads, tmp)
                 rates["uftrace"].append(u)

@@ -212,6 +212,8 @@ class AdaRun:
     detail_events: int
     detail_bytes: int
     wait_ms: float  # the target's waits for room in full rings (manifest)
+    waits: int = 0  # how many such waits
+    drain_wakes: int = 0  # how often the target woke ada's napping drain
 
     @property
     def lost(self) -> int:
@@ -234,7 +236,8 @@ def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (
     run = AdaRun(rate, 2 * calls * threads, session.event_count(), seconds,
                  sum(len(d) for d in details),
                  sum(int(d.events_end - d.events_offset) for d in details),
-                 float(session.manifest.drops["wait_ms"]))
+                 float(session.manifest.drops["wait_ms"]), int(session.manifest.drops["waits"]),
+                 int(session.manifest.document.get("drain_wakes", 0)))
     shutil.rmtree(session.path.parent)
     return run
 
