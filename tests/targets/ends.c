@@ -5,7 +5,9 @@
  *   segv        a write through NULL, outside any traced function
  *   segv-traced a write through NULL inside boom(), a function the tests trace
  *   abort       abort()                  kill      SIGKILL to itself
- * With a fourth argument GATE it first waits until the file GATE exists. */
+ * With a fourth argument GATE it first waits until the file GATE exists; with "@hooked" it
+ * waits until the first bytes of work() change (a hook is patched in), so that it calls and
+ * ends at once as ada attaches, before ada is ready to drain (tests/test_endings.py). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,7 +66,14 @@ int main(int argc, char **argv)
   if (threads > 256)
     threads = 256;
   atexit(at_exit);
-  if (argc > 4) {
+  if (argc > 4 && strcmp(argv[4], "@hooked") == 0) {
+    unsigned char before[16];
+    memcpy(before, (const void *) work, sizeof before);
+    printf("waiting for a hook\n");
+    fflush(stdout);
+    while (memcmp(before, (const void *) work, sizeof before) == 0)
+      usleep(1000);
+  } else if (argc > 4) {
     printf("waiting for %s\n", argv[4]);
     fflush(stdout);
     while (access(argv[4], F_OK) != 0)

@@ -93,6 +93,8 @@ class Recorder:
         self.script: frida.core.Script | None = None
         self.space: RingSpace | None = None  # laid out as the agent loads
         self.pipeline: Pipeline | None = None  # built whole once the agent is configured
+        self._early_finals: list[bytes] = []  # handed over before it was: see _take_final
+        self._finals_lock = threading.Lock()
         self.agent_info: dict[str, Any] = {}
         self.clock_anchors: list[dict[str, Any]] = []  # recording clock vs. wall clock
         self.thread_hold: dict[str, int] | None = None  # the agent's ThreadHold.stats, latest
@@ -130,8 +132,8 @@ class Recorder:
         if m.kind == "error":
             self.warn(f"agent error: {payload['description']}")
         elif m.kind == protocol.FINAL:  # the process is exiting, exec'ing or crashing
-            if m.data is not None and self.pipeline is not None:
-                self.pipeline.take_final(m.data)
+            if m.data is not None:
+                self._take_final(m.data)
             self.end.on_final(payload)
             self._acknowledge()
         elif m.kind == protocol.EXIT_STATUS:
@@ -149,6 +151,15 @@ class Recorder:
                          if payload["triggers"] else ""))
         elif m.kind == protocol.MODULE_UNLOADED:
             self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
+
+    def _take_final(self, data: bytes) -> None:
+        """Ring bytes a dying target handed over. A target that ends as its hooks go in can
+        hand them over before the pipeline exists: they wait here for it (see prepare())."""
+        with self._finals_lock:
+            if self.pipeline is None:
+                self._early_finals.append(data)
+            else:
+                self.pipeline.take_final(data)
 
     def _acknowledge(self) -> None:
         """Let a dying target go on: what it handed over is queued here."""
@@ -168,10 +179,16 @@ class Recorder:
             self._load_agent()
             self._hook()
             assert self.space is not None and self.pid is not None
-            self.pipeline = Pipeline(self.space, self.script, self.agent_info, pid=self.pid,
-                                     os_id=_os_code(self.device, self.agent_info),
-                                     started=self.started_at, place=self.place,
-                                     name_trigger=self.hooked.trigger_name)
+            _test_delay("ADA_TEST_PIPELINE_DELAY_S")
+            pipeline = Pipeline(self.space, self.script, self.agent_info, pid=self.pid,
+                                os_id=_os_code(self.device, self.agent_info),
+                                started=self.started_at, place=self.place,
+                                name_trigger=self.hooked.trigger_name)
+            with self._finals_lock:  # in the order they came
+                for data in self._early_finals:
+                    pipeline.take_final(data)
+                self._early_finals.clear()
+                self.pipeline = pipeline
             self._write_first_manifest(self.pipeline)
         except FRIDA_ERRORS as e:
             # Worded before _abandon, which kills a spawned target.
@@ -507,6 +524,14 @@ def resolve_toolchain(choice: str, device: frida.core.Device) -> str:
     if choice == "auto":
         return "fallback" if device.type == "local" else "internal"
     return choice
+
+
+def _test_delay(name: str) -> None:
+    """Tests only: wait as long as the environment variable `name` says, as a slow machine
+    (the emulated arm64 one) takes that long at this step; the target may end meanwhile."""
+    delay = float(os.environ.get(name) or 0)
+    if delay > 0:
+        time.sleep(delay)
 
 
 def _check_output_dir(path: Path) -> None:
