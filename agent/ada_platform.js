@@ -77,7 +77,7 @@ function hotPathDefines(platform, arch, facts) {
     defines.push('#define ADA_CLOCK_TSC 1');
   defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
   defines.push(`#define ADA_PID_SYSCALL ${arch === 'x64' ? 39 : 172}`);
-  defines.push(`#define ADA_FUTEX_SYSCALL ${arch === 'x64' ? 202 : 98}`);  /* ada_wake_drain */
+  defines.push(`#define ADA_FUTEX_SYSCALL ${arch === 'x64' ? 202 : 98}`);  /* ada_wake_drain, the thread hold */
   defines.push(`#define ADA_GETDENTS_SYSCALL ${arch === 'x64' ? 217 : 61}`);  /* getdents64 */
   defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
   defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */
@@ -90,7 +90,6 @@ function hotPathDefines(platform, arch, facts) {
   const x64 = arch === 'x64';
   defines.push(`#define ADA_TGKILL_SYSCALL ${x64 ? 234 : 131}`);
   defines.push(`#define ADA_RT_SIGACTION_SYSCALL ${x64 ? 13 : 134}`);
-  defines.push(`#define ADA_FUTEX_SYSCALL ${x64 ? 202 : 98}`);
   defines.push(`#define ADA_NANOSLEEP_SYSCALL ${x64 ? 35 : 101}`);
   defines.push(`#define ADA_UC_PC ${x64 ? 168 : 440}`);  /* gregs[REG_RIP]; uc_mcontext.pc */
   if (facts.glibc)
