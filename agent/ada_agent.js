@@ -66,7 +66,10 @@ class AdaAgent {
     });
     const state = this.stateAddress = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
-    const compiled = compileHotPath(plat.defines.join('\n') + '\n' + config.source, symbols,
+    /* ADA_INLINE_PROBE (measuring only): a hot path that stops part way (ada_inline.c) */
+    const defines = config.inlineProbe ? [...plat.defines, `#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`]
+                                       : plat.defines;
+    const compiled = compileHotPath(defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
     this.cm = compiled.module;
     const L = this.layout = readLayout(this.cm);

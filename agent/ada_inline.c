@@ -18,6 +18,25 @@
  * The frames the stubs save: see ADA_ENTRY_RET.
  */
 
+/*
+ * Measuring only (ADA_INLINE_PROBE in ada's environment; scripts/bench_trace.py --parts):
+ * a hot path that stops part way, so that what each part of a call costs can be told
+ * apart. entry: ada_inline_enter returns at once (the jump, the entry stub and its call;
+ * the return is not redirected); redirect: the shadow stack and the exit stub as well, no
+ * clock read, no event; clock: the two clock reads as well, no event. Nothing is
+ * recorded; ada says so.
+ */
+#if defined (ADA_PROBE_REDIRECT)
+# define ADA_PROBE_NOW(v) ((v) = 0)
+#else
+# define ADA_PROBE_NOW(v) ADA_NOW (v)
+#endif
+#if defined (ADA_PROBE_REDIRECT) || defined (ADA_PROBE_CLOCK)
+# define ADA_PROBE_EMIT(t_, ts_, fid_, kind_, depth_, dseq_) do { (void) (ts_); } while (0)
+#else
+# define ADA_PROBE_EMIT ADA_EMIT
+#endif
+
 extern gpointer mmap (gpointer addr, gsize len, int prot, int flags, int fd, gint64 offset);
 extern void abort (void);
 
@@ -126,6 +145,9 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   guint64 n;
   gboolean frida;
 
+#ifdef ADA_PROBE_ENTRY
+  return;
+#endif
   if (ADA_FORKED ())
     return;
   /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
@@ -172,7 +194,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     t->busy = 0;
     return;
   }
-  ADA_NOW (now);  /* once busy: a signal handler's events never come before this one's */
+  ADA_PROBE_NOW (now);  /* once busy: a signal handler's events never come before this one's */
   st = t->inline_stack;
   /* Calls at or below this sp (on the same stack) were left without a return (a
    * longjmp: each ends with an EXCEPTION event), but for a tail call: a hooked function
@@ -215,7 +237,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   }
   else if (s->detail_mode == ADA_DETAIL_OFF)
   {
-    ADA_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n + ADA_INTERCEPTOR_OPEN (t),
+    ADA_PROBE_EMIT (t, now, function_id, ADA_EVENT_CALL, (guint32) n + ADA_INTERCEPTOR_OPEN (t),
         ADA_NO_DETAIL);
   }
   else
@@ -272,14 +294,14 @@ ada_inline_leave (guint64 * frame)
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
-  ADA_NOW (now);
+  ADA_PROBE_NOW (now);
   if (n > i)
     ada_inline_drop (t, st, i, now);
   st->len = i - 1;
   frame[ADA_EXIT_RET] = ret;  /* as before the call returned (a detail record's stack window) */
   if (s->detail_mode == ADA_DETAIL_OFF)
   {
-    ADA_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1) + ADA_INTERCEPTOR_OPEN (t),
+    ADA_PROBE_EMIT (t, now, fid, ADA_EVENT_RETURN, (guint32) (i - 1) + ADA_INTERCEPTOR_OPEN (t),
         ADA_NO_DETAIL);
   }
   else

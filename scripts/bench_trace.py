@@ -2,7 +2,7 @@
 """Recording benchmark: the call rate of a small hooked function, measured in one run.
 
 Run: .venv/bin/python scripts/bench_trace.py [--calls N] [--long-calls N] [--engines-only]
-[--attach-only] [--breakpoint-only] [--depth-only] [--long-only] [--rest-only]
+[--attach-only] [--breakpoint-only] [--parts-only] [--depth-only] [--long-only] [--rest-only]
 First, what attaching costs per function with each engine (1, 100 and 2,000 functions hooked in
 a program that exits at once). Then the hook engines side by side, one and two threads:
 uninstrumented; uftrace recording a -pg build of the same source (found on PATH, or installed
@@ -10,7 +10,8 @@ with apt-get when run as root; said when it cannot be); Frida's empty CModule ho
 with --hook-engine frida and with --hook-engine inline; and inline's ratio to uftrace (targets:
 >= 1.0x uftrace and >= 10 M calls/s, zero events lost). Then what a breakpoint hook (the
 inline engine's last resort, for functions no jump fits) costs a call, and (--depth-only) what
-a hooked call costs the returns above it, (--rest-only) what ada costs the host while the program
+a hooked call costs the returns above it, (--parts-only) where an inline hooked call's
+time goes, part by part, (--rest-only) what ada costs the host while the program
 rests, and (--long-only) the long run with index.atf through
 the page cache against the default --index-io policy. Then, for one thread calling small() in
 a loop (the target times its own loop):
@@ -362,6 +363,46 @@ def compare_depth(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
         print(f"  {name:<15}: {row}{extra}")
 
 
+PARTS = (("entry stub", "entry"), ("+ return redirected", "redirect"), ("+ clock reads", "clock"),
+         ("+ events (whole)", None))
+
+
+def compare_parts(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
+    """Where an inline hooked call's time goes (issue 26, item 8): the hot path cut short
+    with ADA_INLINE_PROBE (agent/ada_inline.c) after its entry stub, after the return's
+    redirection through the exit stub, after the two clock reads, and whole (the events
+    written, drained and written to disk), next to uninstrumented and uftrace; one thread,
+    rounds interleaved, medians. Each part is the difference to the one before."""
+    if "inline" not in ENGINES:
+        print("parts of a call: the inline engine only")
+        return
+    tool, how = find_uftrace()
+    exe_pg = build(tmp, "-pg", name="bench_target_pg") if tool else None
+    print(f"parts of an inline hooked call, {calls:,} calls of small() per run, {rounds} "
+          f"interleaved rounds (ns a call, medians; uftrace: {how})")
+    ns: dict[str, list[float]] = {}
+    for k in range(rounds):
+        row = {"uninstrumented": 1e9 / uninstrumented(exe, calls)}
+        if tool:
+            row["uftrace"] = 1e9 / uftrace(tool, exe_pg, calls, 1, tmp)[0]
+        for name, probe in PARTS:
+            env = {"ADA_INLINE_PROBE": probe} if probe else None
+            row[name] = 1e9 / ada(exe, calls, tmp / "t", extra=("--hook-engine", "inline"),
+                                  env=env).rate
+        for name, value in row.items():
+            ns.setdefault(name, []).append(value)
+        print(f"  round {k + 1}: " + ", ".join(f"{name} {v:.1f}" for name, v in row.items()))
+    med = {name: sorted(v)[len(v) // 2] for name, v in ns.items()}
+    before = med["uninstrumented"]
+    print(f"  uninstrumented       : {before:6.1f} ns a call")
+    for name, _ in PARTS:
+        print(f"  {name:<21}: {med[name]:6.1f} ns a call ({med[name] - before:+6.1f})")
+        before = med[name]
+    if tool:
+        print(f"  uftrace              : {med['uftrace']:6.1f} ns a call; whole inline call / "
+              f"uftrace: {med['uftrace'] / med[PARTS[-1][0]]:.2f}x uftrace's rate")
+
+
 ATTACH_SIZES = (1, 100, 2000)
 
 
@@ -478,6 +519,9 @@ def main() -> None:
     ap.add_argument("--breakpoint-only", action="store_true",
                     help="only what a breakpoint hook (the inline engine's last resort) costs "
                     "a call")
+    ap.add_argument("--parts-only", action="store_true",
+                    help="only where an inline hooked call's time goes (the hot path cut short "
+                    "after each part: ADA_INLINE_PROBE)")
     ap.add_argument("--depth-only", action="store_true",
                     help="only what a hooked call costs the returns above it (depth 0 and 8)")
     ap.add_argument("--rest-only", action="store_true",
@@ -494,6 +538,9 @@ def main() -> None:
     try:
         if args.breakpoint_only:
             compare_breakpoint(build(tmp), args.breakpoint_calls, tmp, args.rounds)
+            return
+        if args.parts_only:
+            compare_parts(build(tmp), args.calls, tmp, args.rounds)
             return
         if args.depth_only:
             compare_depth(build(tmp), args.depth_calls, tmp, args.rounds)

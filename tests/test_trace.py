@@ -386,6 +386,28 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path, args, message):
     assert "Traceback" not in out.stderr
 
 
+def test_the_inline_probes_cut_the_hot_path_short_and_say_so(tmp_path, target_bin):
+    """ADA_INLINE_PROBE (scripts/bench_trace.py --parts-only) stops the inline hot path part
+    way: the program runs as before (its calls return through the exit stub where the probe
+    redirects them), nothing is recorded, and ada says why; a value it does not know is a
+    one-line error."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("the inline engine has no port here")
+    for probe in ("entry", "redirect", "clock"):
+        out = run_ada("trace", "-o", tmp_path, "--hook-engine", "inline", "-f",
+                      target_bin("ends"), "1000", "0", "exit:3", "-i", "ends!work",
+                      env={**os.environ, "ADA_INLINE_PROBE": probe})
+        assert out.returncode == 0, out.stderr
+        assert f"ADA_INLINE_PROBE={probe}: the inline hot path stops part way" in out.stderr
+        s = atf.open_session(session_path(out))
+        assert s.event_count() == 0
+        assert s.manifest.document["end"]["exit_status"] == 3
+    out = run_ada("trace", "-o", tmp_path, "-f", target_bin("ends"), "-i", "ends!work",
+                  env={**os.environ, "ADA_INLINE_PROBE": "half"})
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "ADA_INLINE_PROBE=half: expected one of entry, redirect, clock" in out.stderr
+
+
 def _start_ready(argv: list, **kw) -> subprocess.Popen:
     """A target that has printed its first line (attaching earlier can abort it)."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, **kw)

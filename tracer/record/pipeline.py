@@ -26,6 +26,8 @@ from typing import Any, Callable
 from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.writer import SessionWriter
 
+from ..errors import TracerError
+
 from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
@@ -104,7 +106,7 @@ class RingSpace:
         facts = script.exports_sync.init({
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
-            "inlineVectors": inline_vectors(),
+            "inlineVectors": inline_vectors(), "inlineProbe": inline_probe(),
             "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
             "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
@@ -160,6 +162,19 @@ def inline_vectors() -> str:
     them: TinyCC's build), or 'save' always when ADA_INLINE_VECTORS=save asks (to measure
     what leaving them out gains: scripts/bench_trace.py --engines-only)."""
     return "save" if os.environ.get("ADA_INLINE_VECTORS") == "save" else "auto"
+
+
+INLINE_PROBES = ("entry", "redirect", "clock")
+
+
+def inline_probe() -> str | None:
+    """ADA_INLINE_PROBE, measuring only (scripts/bench_trace.py --parts): the inline engine's
+    hot path stops after its entry stub, its return's redirection, or its clock reads, and
+    records nothing (agent/ada_inline.c); None: the whole hot path."""
+    probe = os.environ.get("ADA_INLINE_PROBE") or None
+    if probe is not None and probe not in INLINE_PROBES:
+        raise TracerError(f"ADA_INLINE_PROBE={probe}: expected one of {', '.join(INLINE_PROBES)}")
+    return probe
 
 
 class Pipeline:

@@ -37,7 +37,7 @@ from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
 from . import protocol
 from .agent_code import agent_script, hot_path_source
-from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries
+from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries, inline_probe
 from .protocol import read_message
 from .rings import clock_ns
 from .selection import describe_missed, describe_selection
@@ -266,6 +266,10 @@ class Recorder:
         elif info.get("toolchainFallback"):
             self.info(f"hot path compiled by Frida's TinyCC; the system toolchain could not: "
                       f"{info['toolchainFallback']}")
+        probe = inline_probe()
+        if probe is not None and info.get("hookEngine") == "inline":
+            self.warn(f"ADA_INLINE_PROBE={probe}: the inline hot path stops part way, to "
+                      "measure it; no call is recorded")
 
     def _string_args(self, functions: list[dict[str, Any]]) -> None:
         """Tell the agent which arguments are C strings, to capture with their detail: for
