@@ -67,8 +67,8 @@ class AdaAgent {
     const state = this.stateAddress = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
     /* ADA_INLINE_PROBE (measuring only): a hot path that stops part way (ada_inline.c) */
-    const defines = config.inlineProbe ? [...plat.defines, `#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`]
-                                       : plat.defines;
+    const probe = config.inlineProbe ? [`#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`] : [];
+    const defines = [...plat.defines, ...probe];
     const compiled = compileHotPath(defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
     this.cm = compiled.module;
