@@ -6,7 +6,9 @@ import os
 import select
 import signal
 import subprocess
+import re
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,15 +193,82 @@ def read_line(proc: subprocess.Popen, timeout: float = 10.0) -> str:
     raise AssertionError("no output from the target")
 
 
+class MapsWatch:
+    """Every mapping a process has had, and when it was last seen (its /proc/PID/maps read
+    every 20 ms on a thread of the test's): a program that dies as a recording ends can then
+    be told where its pc and lr were, even in code unmapped just before (Frida's agent)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seen: dict[tuple[int, int, str, int, str], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            try:
+                text = Path(f"/proc/{self.pid}/maps").read_text()
+            except OSError:
+                return  # gone
+            now = time.monotonic()
+            for line in text.splitlines():
+                parts = line.split(maxsplit=5)
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                path = parts[5] if len(parts) > 5 else "[anonymous]"
+                self.seen[start, end, parts[1], int(parts[2], 16), path] = now
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def where(self, address: int) -> str:
+        """`address` as module+offset, from the latest mapping seen to hold it."""
+        holders = [(seen, key) for key, seen in self.seen.items() if key[0] <= address < key[1]]
+        if not holders:
+            return "in no mapping seen"
+        seen, (start, _, perms, offset, path) = max(holders)
+        ago = time.monotonic() - seen
+        return f"{path}+{address - start + offset:#x} ({perms}, last seen {ago:.2f} s ago)"
+
+    def describe_death(self) -> str:
+        """What the kernel logged of the process's fatal signal (kernel.print-fatal-signals,
+        on in the arm64 guest), its pc and lr placed in the mappings seen."""
+        try:
+            log = subprocess.run(["dmesg", "--notime"], capture_output=True, text=True,
+                                 timeout=10).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired):
+            return "the kernel's log cannot be read"
+        found = [i for i, line in enumerate(log) if f" PID: {self.pid} Comm: " in line]
+        if not found:
+            return "the kernel's log names no fatal signal of it (kernel.print-fatal-signals)"
+        said = []
+        for line in log[found[-1]:found[-1] + 30]:
+            m = re.match(r"\s*(pc|lr) : ([0-9a-f]+)|RIP: 0033:(0x[0-9a-f]+)", line)
+            if m:
+                name, value = (m.group(1), m.group(2)) if m.group(1) else ("pc", m.group(3))
+                said.append(f"{name} {int(value, 16):#x} {self.where(int(value, 16))}")
+        return "the kernel: " + ("; ".join(said) or log[found[-1]].strip())
+
+
 @contextmanager
 def spinning(exe: Path, gate: Path, *args: object):
     """tests/targets/inline_cases.c's spin case: its threads call work() until `gate` exists.
-    Yields the process once it said "spinning"; kills it if it is still running after."""
+    Yields the process once it said "spinning"; kills it if it is still running after. A
+    failure while it is dead says where it died, as far as the kernel told (MapsWatch)."""
     proc = subprocess.Popen([exe, "spin", gate, *map(str, args)], stdout=subprocess.PIPE,
                             text=True)
+    watch = MapsWatch(proc.pid)
     try:
         assert read_line(proc) == "spinning\n"
         yield proc
+    except AssertionError as e:
+        if proc.poll() is None or proc.returncode >= 0:
+            raise
+        watch.stop()
+        raise AssertionError(f"{e}\nthe program was {describe_status(proc.returncode)}; "
+                             f"{watch.describe_death()}") from None
     finally:
+        watch.stop()
         if proc.poll() is None:
             proc.kill()
