@@ -30,11 +30,11 @@ export HOME=/root LANG=C.UTF-8 PYTHONPYCACHEPREFIX=/var/tmp/pycache ADA_ARM64_GU
 export PATH=/opt/ada-venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 echo "arm64 guest up: $(uname -sr), $(nproc) CPUs, $(python3 --version)" > /dev/console
 # A process the kernel kills with a core-dumping signal (SIGSEGV, SIGBUS, SIGILL, SIGABRT...)
-# is named on the console as it happens, with its pid, name and pc: a program that dies under
+# is named on the console as it happens, with its pid, name, pc and lr: a program that dies under
 # a test, not only the ones the tests crash on purpose, then says how and where.
 sysctl -q -w kernel.print-fatal-signals=1
 dmesg --follow --notime 2>/dev/null \
-    | grep --line-buffered -E 'fatal signal| PID: [0-9]+ Comm: |^pc : ' \
+    | grep --line-buffered -E 'fatal signal| PID: [0-9]+ Comm: |^(pc|lr) : ' \
     | sed -u 's/^/arm64 kernel: /' > /dev/console &
 # RUN's files are written by the host's bash with printf %q: bash reads them back.
 /bin/bash -c ". $RUN/env && cd $(cat "$RUN/cwd") && $(cat "$RUN/command")" < /dev/null \
