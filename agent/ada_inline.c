@@ -19,10 +19,10 @@
  */
 
 /*
- * Measuring only (ADA_INLINE_PROBE in ada's environment; scripts/bench_trace.py --parts):
- * a hot path that stops part way, so that what each part of a call costs can be told
- * apart. entry: ada_inline_enter returns at once (the jump, the entry stub and its call;
- * the return is not redirected); redirect: the shadow stack and the exit stub as well, no
+ * Measuring only (ADA_INLINE_PROBE in ada's environment, bench_trace.py --parts-only): a
+ * hot path that stops part way, so that what each part of a call costs can be told apart.
+ * entry: ada_inline_enter returns at once (the jump, the entry stub and its call; the
+ * return is not redirected); redirect: the shadow stack and the exit stub as well, no
  * clock read, no event; clock: the two clock reads as well, no event. Nothing is
  * recorded; ada says so.
  */

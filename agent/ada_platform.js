@@ -77,7 +77,7 @@ function hotPathDefines(platform, arch, facts) {
     defines.push('#define ADA_CLOCK_TSC 1');
   defines.push(`#define ADA_TID_SYSCALL ${arch === 'x64' ? 186 : 178}`);
   defines.push(`#define ADA_PID_SYSCALL ${arch === 'x64' ? 39 : 172}`);
-  defines.push(`#define ADA_FUTEX_SYSCALL ${arch === 'x64' ? 202 : 98}`);  /* ada_wake_drain, the thread hold */
+  defines.push(`#define ADA_FUTEX_SYSCALL ${arch === 'x64' ? 202 : 98}`);  /* ada_wake_drain, ada_hold.c */
   defines.push(`#define ADA_GETDENTS_SYSCALL ${arch === 'x64' ? 217 : 61}`);  /* getdents64 */
   defines.push('#define ADA_STACK_PTHREAD_ATTR 1');
   defines.push('#define ADA_RESERVE_RINGS 1');  /* posix_fallocate on the /dev/shm file */

@@ -168,9 +168,9 @@ INLINE_PROBES = ("entry", "redirect", "clock")
 
 
 def inline_probe() -> str | None:
-    """ADA_INLINE_PROBE, measuring only (scripts/bench_trace.py --parts): the inline engine's
-    hot path stops after its entry stub, its return's redirection, or its clock reads, and
-    records nothing (agent/ada_inline.c); None: the whole hot path."""
+    """ADA_INLINE_PROBE, measuring only (scripts/bench_trace.py --parts-only): the inline
+    engine's hot path stops after its entry stub, its return's redirection, or its clock
+    reads, and records nothing (agent/ada_inline.c); None: the whole hot path."""
     probe = os.environ.get("ADA_INLINE_PROBE") or None
     if probe is not None and probe not in INLINE_PROBES:
         raise TracerError(f"ADA_INLINE_PROBE={probe}: expected one of {', '.join(INLINE_PROBES)}")
