@@ -200,6 +200,10 @@ class MapsWatch:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        try:
+            self.comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            self.comm = "?"
         self.seen: dict[tuple[int, int, str, int, str], float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -239,7 +243,9 @@ class MapsWatch:
                                  timeout=10).stdout.splitlines()
         except (OSError, subprocess.TimeoutExpired):
             return "the kernel's log cannot be read"
-        found = [i for i, line in enumerate(log) if f" PID: {self.pid} Comm: " in line]
+        # The kernel names the thread that faulted (its tid as PID) and the program's name.
+        found = [i for i, line in enumerate(log)
+                 if re.search(rf" PID: \d+ Comm: {re.escape(self.comm)} ", line)]
         if not found:
             return "the kernel's log names no fatal signal of it (kernel.print-fatal-signals)"
         said = []
