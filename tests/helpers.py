@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
-import re
 import sys
 import threading
 import time

@@ -27,7 +27,6 @@ from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.writer import SessionWriter
 
 from ..errors import TracerError
-
 from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
