@@ -68,7 +68,9 @@ class AdaAgent {
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
     /* ADA_INLINE_PROBE (measuring only): a hot path that stops part way (ada_inline.c) */
     const probe = config.inlineProbe ? [`#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`] : [];
-    const defines = [...plat.defines, ...probe];
+    /* ADA_TEST_HOLD_LINGER_MS (tests only): held threads slow on their way out (ada_hold.c) */
+    const linger = config.holdLingerMs ? [`#define ADA_TEST_HOLD_LINGER_NS ${config.holdLingerMs * 1000000}`] : [];
+    const defines = [...plat.defines, ...probe, ...linger];
     const compiled = compileHotPath(defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
     this.cm = compiled.module;

@@ -247,7 +247,8 @@ class ThreadHold {
 
   /* null once the handler is in, else why there is no hold (then code is written as before).
    * The agent calls it at init: installing the handler ends the Interceptor's transaction
-   * (signalRestorer's page, as measured), which must not happen between attaches and run(). */
+   * (the protection of lastingCode's page, as measured), which must not happen between
+   * attaches and run(). */
   ready() {
     if (this.problem !== undefined)
       return this.problem;
@@ -258,11 +259,13 @@ class ThreadHold {
     this.nap = this._fn('ada_hold_nap', 'void', ['uint32']);
     this.tasks = this._fn('ada_tasks', 'uint32', ['pointer', 'uint32']);
     const disposition = this._fn('ada_hold_disposition', 'int', ['int']);
-    const install = this._fn('ada_hold_install', 'int', ['int', 'pointer']);
-    const restorer = Process.arch === 'x64' ? signalRestorer() : NULL;
+    const install = this._fn('ada_hold_install', 'int', ['int', 'pointer', 'pointer', 'pointer']);
+    const code = lastingCode();
+    if (code.holdEntry.isNull())
+      return this.problem = `no thread hold on ${Process.arch}`;
     this.problem = 'no real-time signal is free (every one has a handler)';
     for (let s = HOLD_FIRST_SIGNAL; s >= HOLD_LAST_SIGNAL; s--) {
-      if (disposition(s) === 0 && install(s, restorer) === 0) {
+      if (disposition(s) === 0 && install(s, code.holdEntry, code.holdData, code.restorer) === 0) {
         this.signal = s;
         this.problem = null;
         break;
@@ -473,29 +476,109 @@ class ThreadHold {
     return items.filter((item, i) => skipped.has(i));
   }
 
-  /* The handler out (after the last hold: ada leaves). */
+  /* The handler out (after the last hold: ada leaves). `stats.leftInside`: threads still in
+   * its entry after the wait (then the CModule may be freed under them; never seen). */
   remove() {
     if (this.problem === null)
-      this._fn('ada_hold_remove', 'void', [])();
+      this.stats.leftInside = this._fn('ada_hold_remove', 'uint32', [])();
     this.problem = 'ada left';
   }
 }
 
-/* `mov rax, 15 (rt_sigreturn); syscall` (x86_64 Linux): the code a signal handler ada
- * installs returns through, the bytes unwinders recognise a signal frame by. Its page is
- * never unmapped: a thread may return through it just after ada has left. */
-let restorerPage = null;
+/*
+ * Code that must outlive ada, in two pages never unmapped (the first rw, for the data; the
+ * second r-x): a thread may still run through it just after ada has left and the CModule is
+ * freed. Made once per script.
+ * - `restorer` (x86_64): `mov rax, 15 (rt_sigreturn); syscall`, the code a signal handler ada
+ *   installs returns through, the bytes unwinders recognise a signal frame by. NULL on
+ *   arm64, where the kernel's own (the vDSO's) is used.
+ * - `holdEntry`: the hold's signal handler as the kernel sees it. It counts the thread in
+ *   (`holdData`: u32 inside, then the handler at +8), calls the handler there unless it is
+ *   NULL (ada has left), counts it out, and returns to the restorer: no instruction of a
+ *   thread in the hold's handler runs in the CModule after it is counted out, so once
+ *   ada_hold_remove has cleared the handler and seen no thread inside, the CModule can go.
+ *   (The handler itself in the CModule, a thread counted out there still had to return
+ *   through it: that thread met freed code as ada left, SIGSEGV with pc equal to lr, three
+ *   of the arm64 runs.)
+ */
+let lasting = null;
 
-function signalRestorer() {
-  if (restorerPage === null) {
+function lastingCode() {
+  if (lasting === null) {
     const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64'], { scheduling: 'exclusive' });
-    const page = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);  /* rw, MAP_PRIVATE | MAP_ANONYMOUS */
-    if (page.equals(ptr(-1)))
+    const size = Process.pageSize;
+    const data = mmap(NULL, 2 * size, 3, 0x22, -1, 0);  /* rw, MAP_PRIVATE | MAP_ANONYMOUS */
+    if (data.equals(ptr(-1)))
       throw new Error('cannot map a page for a signal handler');
-    page.writeByteArray([0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
-    Memory.protect(page, Process.pageSize, 'r-x');
-    restorerPage = page;
+    const code = data.add(size);
+    let restorer = NULL, holdEntry;
+    if (Process.arch === 'x64') {
+      restorer = code;
+      code.writeByteArray([0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
+      holdEntry = code.add(16);
+      holdEntry.writeByteArray(holdEntryX64(holdEntry, data));
+    } else if (Process.arch === 'arm64') {
+      holdEntry = code;
+      holdEntryArm64(holdEntry, data).forEach((insn, i) => holdEntry.add(4 * i).writeU32(insn));
+    } else {
+      holdEntry = NULL;
+    }
+    Memory.protect(code, size, 'r-x');
+    lasting = { restorer, holdEntry, holdData: data };
   }
-  return restorerPage;
+  return lasting;
+}
+
+function signalRestorer() {
+  return lastingCode().restorer;
+}
+
+/* The hold's entry on x86_64 at `at` (see lastingCode); rax is the only register it uses
+ * before the call, the stack aligned for it as for any call. */
+function holdEntryX64(at, data) {
+  const rel = (target, end) => {
+    const d = target.sub(at.add(end)).toInt32();
+    return [d & 0xff, (d >> 8) & 0xff, (d >> 16) & 0xff, (d >>> 24) & 0xff];
+  };
+  return [
+    0xf0, 0xff, 0x05, ...rel(data, 7),           /*  0 lock inc dword [inside] */
+    0x48, 0x8b, 0x05, ...rel(data.add(8), 14),   /*  7 mov rax, [handler] */
+    0x48, 0x85, 0xc0,                            /* 14 test rax, rax */
+    0x74, 0x0a,                                  /* 17 je 29 */
+    0x48, 0x83, 0xec, 0x08,                      /* 19 sub rsp, 8 */
+    0xff, 0xd0,                                  /* 23 call rax */
+    0x48, 0x83, 0xc4, 0x08,                      /* 25 add rsp, 8 */
+    0xf0, 0xff, 0x0d, ...rel(data, 36),          /* 29 lock dec dword [inside] */
+    0xc3,                                        /* 36 ret (to the restorer) */
+  ];
+}
+
+/* The hold's entry on arm64 at `at` (see lastingCode): x9-x12 (temporaries) only, x0-x2 the
+ * handler's arguments untouched; the counts by exclusive load and store (no LSE on v8.0). */
+function holdEntryArm64(at, data) {
+  const adrX9 = index => {
+    const d = data.sub(at.add(4 * index)).toInt32();
+    return (0x10000000 | ((d & 3) << 29) | (((d >> 2) & 0x7ffff) << 5) | 9) >>> 0;
+  };
+  return [
+    0xa9bf7bfd,   /*  0 stp x29, x30, [sp, #-16]! */
+    0x910003fd,   /*  1 mov x29, sp */
+    adrX9(2),     /*  2 adr x9, inside */
+    0x885ffd2a,   /*  3 ldaxr w10, [x9] */
+    0x1100054a,   /*  4 add w10, w10, #1 */
+    0x880bfd2a,   /*  5 stlxr w11, w10, [x9] */
+    0x35ffffab,   /*  6 cbnz w11, 3 */
+    0xd5033bbf,   /*  7 dmb ish: the count before the handler is read */
+    0xf940052c,   /*  8 ldr x12, [x9, #8] (the handler) */
+    0xb400004c,   /*  9 cbz x12, 11 */
+    0xd63f0180,   /* 10 blr x12 */
+    adrX9(11),    /* 11 adr x9, inside */
+    0x885ffd2a,   /* 12 ldaxr w10, [x9] */
+    0x5100054a,   /* 13 sub w10, w10, #1 */
+    0x880bfd2a,   /* 14 stlxr w11, w10, [x9] */
+    0x35ffffab,   /* 15 cbnz w11, 12 */
+    0xa8c17bfd,   /* 16 ldp x29, x30, [sp], #16 */
+    0xd65f03c0,   /* 17 ret (to the restorer) */
+  ];
 }

@@ -21,7 +21,10 @@
  *
  * The handler is installed with the system call itself, on a real-time signal nobody
  * handles; before ada leaves, the signal is ignored (which discards one still pending in
- * a thread that blocked it meanwhile) and then put back as it was.
+ * a thread that blocked it meanwhile) and then put back as it was. The kernel enters it
+ * through code outside the CModule (the agent's lastingCode), which counts the threads in
+ * and out around the call: the CModule is freed as ada leaves, and a thread must not be
+ * on its way out of it then (ada_hold_remove).
  */
 
 #ifdef ADA_HOLD_SIGNAL
@@ -72,7 +75,6 @@ ada_hold_stop (int sig, gpointer info, gpointer uc)
   if (i == count || ada_hold_load (&h->seen[i]) != 0)
     return;
   h->pcs[i] = *(guint64 *) ((guint8 *) uc + ADA_UC_PC);
-  g_atomic_int_add ((volatile gint *) &h->inside, 1);
   ada_hold_set (&h->seen[i], 1);
   while (ada_hold_load (&h->gate) != 0)
   {
@@ -85,7 +87,9 @@ ada_hold_stop (int sig, gpointer info, gpointer uc)
     }
     syscall (ADA_FUTEX_SYSCALL, &h->gate, (glong) ADA_FUTEX_WAIT_PRIVATE, 1L, &ts, NULL, 0L);
   }
-  g_atomic_int_add ((volatile gint *) &h->inside, -1);
+#ifdef ADA_TEST_HOLD_LINGER_NS
+  ada_hold_sleep_ns (ADA_TEST_HOLD_LINGER_NS);  /* tests: a thread slow to leave, let go */
+#endif
 }
 
 /* What the signal's action is now: 0 SIG_DFL, 1 SIG_IGN, 2 ada's handler, 3 another. */
@@ -98,20 +102,24 @@ ada_hold_disposition (int signal)
     return 3;
   if (now[0] == 0 || now[0] == 1)
     return (int) now[0];
-  return now[0] == (guint64) (gsize) ada_hold_stop ? 2 : 3;
+  return now[0] == (guint64) (gsize) ada_state.hold.entry_code ? 2 : 3;
 }
 
-/* ada_hold_stop in front for `signal` (nobody's: SIG_DFL); `restorer`: the code a handler
- * returns through (x86_64 needs one; NULL elsewhere: the kernel's). 0, or -1. */
+/* The hold's entry in front for `signal` (nobody's: SIG_DFL): `code` (the agent's
+ * lastingCode) counts each thread in `entry`->inside and calls ada_hold_stop; `restorer`: the
+ * code a handler returns through (x86_64 needs one; NULL elsewhere: the kernel's). 0, or -1. */
 int
-ada_hold_install (int signal, gpointer restorer)
+ada_hold_install (int signal, gpointer code, AdaHoldEntry * entry, gpointer restorer)
 {
   AdaHold * h = &ada_state.hold;
   guint64 act[4];
 
   if (ada_hold_disposition (signal) != 0)
     return -1;
-  act[0] = (guint64) (gsize) ada_hold_stop;
+  h->entry = entry;
+  h->entry_code = code;
+  entry->handler = (gpointer) ada_hold_stop;  /* before the handler is in: a system call follows */
+  act[0] = (guint64) (gsize) code;
   act[1] = ADA_HOLD_SA_SIGINFO | ADA_HOLD_SA_ONSTACK | ADA_HOLD_SA_RESTART |
       (restorer != NULL ? ADA_HOLD_SA_RESTORER : 0);
   act[2] = (guint64) (gsize) restorer;
@@ -122,16 +130,27 @@ ada_hold_install (int signal, gpointer restorer)
   return 0;
 }
 
-/* The signal ignored (a copy still pending in a thread that blocks it is discarded), then
- * nobody's again. Only once no thread is in the handler (ada_hold_end waited). */
-void
+/*
+ * The signal ignored (a copy still pending in a thread that blocks it is discarded), then
+ * nobody's again; then the entry's handler cleared, and a wait (up to 1 s) until no thread
+ * is in the entry: a signal delivered just before (late: its hold long over) may still be
+ * on its way through ada_hold_stop. After this no thread runs the CModule's code for the
+ * hold, and none will: the agent can be unloaded. Returns how many are still in the entry.
+ *
+ * The clearing and the entry's count are a Dekker pair: the entry raises the count, then
+ * (a full barrier between) reads the handler; this clears the handler, then (an atomic
+ * read-modify-write, a full barrier) reads the count. Either the thread sees NULL or this
+ * sees it counted, and waits.
+ */
+guint32
 ada_hold_remove (void)
 {
   AdaHold * h = &ada_state.hold;
   guint64 act[4] = { 1, 0, 0, 0 };
+  guint64 deadline;
 
   if (h->signal == 0)
-    return;
+    return 0;
   if (ada_hold_disposition ((int) h->signal) == 2)
   {
     syscall (ADA_RT_SIGACTION_SYSCALL, (glong) h->signal, act, NULL, 8L);
@@ -139,6 +158,11 @@ ada_hold_remove (void)
     syscall (ADA_RT_SIGACTION_SYSCALL, (glong) h->signal, act, NULL, 8L);
   }
   h->signal = 0;
+  g_atomic_pointer_add (&h->entry->handler, -(gssize) h->entry->handler);
+  deadline = ada_now () + 1000000000ULL;
+  while (ada_hold_load (&h->entry->inside) != 0 && ada_now () < deadline)
+    ada_hold_sleep_ns (50000);
+  return ada_hold_load (&h->entry->inside);
 }
 
 /*
@@ -243,7 +267,7 @@ ada_hold_end (void)
 
   ada_hold_set (&h->gate, 0);
   syscall (ADA_FUTEX_SYSCALL, &h->gate, (glong) ADA_FUTEX_WAKE_PRIVATE, 0x7fffffffL, NULL, NULL, 0L);
-  while (ada_hold_load (&h->inside) != 0 && ada_now () < deadline)
+  while (ada_hold_load (&h->entry->inside) != 0 && ada_now () < deadline)
     ada_hold_sleep_ns (50000);
   return ada_hold_load (&h->escaped);
 }

@@ -347,14 +347,22 @@ typedef struct
  * each was, and the gate they wait at. */
 #define ADA_HOLD_THREADS 1024
 
+/* The data of the hold's entry (the agent's lastingCode: a page never unmapped). */
+typedef struct
+{
+  volatile guint32 inside;    /* threads in the entry now (so in ada_hold_stop, or about to be) */
+  guint32 reserved;
+  gpointer volatile handler;  /* what the entry calls: ada_hold_stop; NULL once ada has left */
+} AdaHoldEntry;
+
 typedef struct
 {
   volatile guint32 gate;      /* 1: held threads wait; 0: they go on */
   volatile guint32 count;     /* tids[] entries */
-  volatile guint32 inside;    /* threads in ada_hold_stop now */
   volatile guint32 escaped;   /* held threads that went on by themselves (ADA_HOLD_MAX_NS) */
-  guint32 signal;             /* the signal ada_hold_stop handles; 0: not installed */
-  guint32 reserved;
+  guint32 signal;             /* the signal the entry handles; 0: not installed */
+  AdaHoldEntry * entry;       /* its data */
+  gpointer entry_code;        /* its code: the signal's handler as the kernel sees it */
   guint64 deadline_ns;        /* held threads go on by themselves after this */
   guint32 tids[ADA_HOLD_THREADS];
   volatile guint32 seen[ADA_HOLD_THREADS];  /* 1: held; 2: gone; 0: not yet */

@@ -132,11 +132,13 @@ def assert_balanced(ev: np.ndarray, left: bool = False, open_at_end: int = 0) ->
             f"a RETURN or EXCEPTION at depth {d} closes another call"
 
 
-def trace_session(tmp_path: Path, *args: object, timeout: float = 120, quiet: bool = True):
+def trace_session(tmp_path: Path, *args: object, timeout: float = 120, quiet: bool = True,
+                  env: dict[str, str] | None = None):
     """`ada trace [-q] -o tmp_path/traces ARGS`, which must succeed; returns (session,
-    process). quiet=False keeps the status lines on stderr (the last one sums up)."""
+    process). quiet=False keeps the status lines on stderr (the last one sums up); `env`:
+    variables added to ada's environment."""
     out = run_ada("trace", *(["-q"] if quiet else []), "-o", tmp_path / "traces", *args,
-                  timeout=timeout)
+                  timeout=timeout, env={**os.environ, **env} if env else None)
     assert out.returncode == 0, out.stderr
     return atf.open_session(session_path(out)), out
 

@@ -168,6 +168,27 @@ def test_hooks_go_in_and_out_while_threads_run_the_first_bytes(tmp_path, target_
         assert int(proc.stdout.read().split()[1]) > 0
 
 
+def test_held_threads_slow_to_leave_outlive_ada(tmp_path, target_bin, engine):
+    """The CModule that holds the threads (ada_hold.c) is freed as ada leaves. A thread let
+    go but still on its way out of the handler then runs freed code: SIGSEGV with pc equal to
+    lr, three of the arm64 runs. ADA_TEST_HOLD_LINGER_MS makes each held thread linger 100 ms
+    in the handler after it is let go; the hold's entry, outside the CModule, counts it until
+    it is out, and ada waits for that. With the count lowered before the linger (as it was,
+    in the CModule, before the thread had left it) the program died in 5 of 6 cases here."""
+    gate = tmp_path / "gate"
+    with spinning(target_bin("inline_cases"), gate, 2, "framed") as proc:
+        for k in range(2):
+            s = trace(tmp_path / str(k), *engine, "-p", proc.pid, "-i", "inline_cases!framed",
+                      "--duration", "0.3", env={"ADA_TEST_HOLD_LINGER_MS": "100"})[0]
+            hold = s.manifest.document["thread_hold"]
+            assert proc.poll() is None, \
+                f"the program died as recording {k + 1} ended: {describe_status(proc.poll())}"
+            assert hold["holds"] >= 2 and hold["threads_not_held"] == 0, hold
+            assert hold["left_inside"] == 0, hold
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+
+
 def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
     """Frida's Interceptor frees a function's trampoline as it puts the function back, and a
     thread that has taken the jump into it but was preempted before the trampoline counted it

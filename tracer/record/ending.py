@@ -141,6 +141,10 @@ def hold_warnings(stats: dict[str, Any] | None) -> list[str]:
                    "function ada was about to hook, each of the 50 times it looked: the inline "
                    "engine leaves such a function to the Interceptor, and the Interceptor "
                    "leaves it unhooked (hook_failures names it)")
+    if stats.get("leftInside"):
+        out.append(f"{stats['leftInside']:,} thread(s) were still in ada's signal handler a "
+                   "second after ada took it out, as ada left: its code was then freed under "
+                   "them, and the program may have crashed")
     return out
 
 

@@ -106,6 +106,7 @@ class RingSpace:
             "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
             "inlineVectors": inline_vectors(), "inlineProbe": inline_probe(),
+            "holdLingerMs": _test_ms("ADA_TEST_HOLD_LINGER_MS"),
             "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
             "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
@@ -174,6 +175,15 @@ def inline_probe() -> str | None:
     if probe is not None and probe not in INLINE_PROBES:
         raise TracerError(f"ADA_INLINE_PROBE={probe}: expected one of {', '.join(INLINE_PROBES)}")
     return probe
+
+
+def _test_ms(name: str) -> int:
+    """Tests only: a number of milliseconds from the environment (0: none), below 1,000."""
+    value = os.environ.get(name) or "0"
+    ms = int(value) if value.isdigit() else -1
+    if not 0 <= ms < 1000:
+        raise TracerError(f"{name}={value}: expected 0 to 999 milliseconds")
+    return ms
 
 
 class Pipeline:
