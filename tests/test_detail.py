@@ -96,8 +96,15 @@ def test_overlapping_triggers_merge_and_distant_ones_do_not(tmp_path, target_bin
                  "-i", "steady!tick", "--trigger", "steady!trigger",
                  "--pre-roll-ms", "60", "--post-roll-ms", "60", "--detail-io", "direct")
     m = s.manifest.document
-    direct = F.HEADER_SIZE if o_direct_works(tmp_path) else None
-    assert [t["detail_direct_from"] for t in m["threads"] if t["has_detail"]] == [direct]
+    # A block goes to the disk directly once the file's first 4 KiB are staged whole; the
+    # rest, and a file shorter than that, through the page cache (atf/direct.py). Under
+    # emulation the windows held less than that once (arm64 run 8).
+    detail = [t for t in m["threads"] if t["has_detail"]]
+    assert len(detail) == 1
+    size = (s.path / f"thread_{detail[0]['id']}" / "detail.atf").stat().st_size
+    whole_block = size - F.FOOTER_SIZE >= atf.direct.BLOCK
+    direct = F.HEADER_SIZE if o_direct_works(tmp_path) and whole_block else None
+    assert detail[0]["detail_direct_from"] == direct, f"detail.atf is {size} bytes"
     assert len(m["triggers"]) == 3
     t = sorted(x["timestamp_ns"] for x in m["triggers"])
     assert [(w["start_ns"], w["end_ns"]) for w in m["windows"]] == [
