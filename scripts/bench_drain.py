@@ -2,6 +2,7 @@
 """Drain benchmark: the host side of --detail alone, without Frida or a target.
 
 Run: .venv/bin/python scripts/bench_drain.py [--gb N] [--out DIR] [--tsc] [--direct]
+     .venv/bin/python scripts/bench_drain.py --index-only [--events N] [--tsc]   (no --detail)
 This script plays the producer (tests/fake_region.py's FakeAgent): it fills one thread's
 index and detail rings (in an ordinary buffer laid out as the shared region) with valid records,
 a pass's worth at a time, and times only Drain.drain_once(), the code that runs in `ada trace
@@ -49,7 +50,15 @@ def main() -> None:
                     help="detail.atf straight to the disk (O_DIRECT) from the start")
     ap.add_argument("--pass-kb", type=int, default=1024,
                     help="detail produced between two drain passes (default 1024 KB)")
+    ap.add_argument("--index-only", action="store_true",
+                    help="no detail: the index lane alone, a 1 MiB ring (ada's default) drained "
+                         "at half full, as `ada trace` without --detail runs")
+    ap.add_argument("--events", type=int, default=40_000_000,
+                    help="with --index-only: index events to push (default 40 M: 20 M calls)")
     args = ap.parse_args()
+    if args.index_only:
+        index_only(args)
+        return
 
     agent = FakeAgent(RegionGeometry(1, 1 << 15, 4 << 20))
     slot = agent.register(TID)
@@ -92,6 +101,43 @@ def main() -> None:
               f"({per_pass:,} records a pass)")
         print(f"  {gbs:.2f} GB/s of detail = {total / busy / 1e6:.2f} M records/s = "
               f"{total / busy / 2e6:.2f} M calls/s of a target (2 records a call)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def index_only(args: argparse.Namespace) -> None:
+    """The drain of `ada trace` without --detail: what it costs per event, on its own."""
+    ring = 1 << 15  # events: --ring-kb 1024
+    agent = FakeAgent(RegionGeometry(1, ring, 0))
+    slot = agent.register(TID)
+    if args.tsc:
+        agent.clock_ticks(base=(0, 0), pair=(10 ** 9, 4 * 10 ** 8))
+    base = Path(tempfile.mkdtemp(prefix="ada-bench-drain-", dir=args.out))
+    session = SessionWriter(base, 1, arch=ARCH_X86_64, os_id=OS_LINUX,
+                            clock_type=CLOCK_BOOTTIME)
+    drain = Drain(agent.reader, session, None)
+    per_pass = ring // 2  # the producer wakes the drain at half full
+    total = args.events // per_pass * per_pass
+    chunk = index_events(per_pass, tid=TID, first_ts=10 ** 9)
+    busy = 0.0
+    try:
+        for done in range(0, total, per_pass):
+            chunk["timestamp_ns"] = 10 ** 9 + 50 * (done + np.arange(per_pass, dtype=np.uint64))
+            agent.emit(slot, chunk)
+            t = time.perf_counter()
+            drain.drain_once()
+            busy += time.perf_counter() - t
+        t = time.perf_counter()
+        session.finalize()
+        busy += time.perf_counter() - t
+        written = drain.thread_writers[0].index_count
+        if written != total:
+            raise SystemExit(f"drain wrote {written} index events, expected {total}")
+        print(f"drain, index lane only{' with TSC conversion' if args.tsc else ''}: "
+              f"{total:,} events ({total * 32 / 1e9:.2f} GB) in {busy:.2f} s of drain time "
+              f"({per_pass:,} events a pass)")
+        print(f"  {total * 32 / busy / 1e9:.2f} GB/s = {total / busy / 1e6:.2f} M events/s = "
+              f"{total / busy / 2e6:.2f} M calls/s of a target (2 events a call)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
