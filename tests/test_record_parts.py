@@ -29,10 +29,10 @@ from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.devices import ATTACH_TRIES, attach
 from ada.tracer.record.drain import Drain, Heartbeat
-from ada.tracer.record.ending import TargetEnd, describe_crash, losses, side_effects
+from ada.tracer.record.ending import TargetEnd, describe_crash, hold_warnings, losses, side_effects
 from ada.tracer.record.hooked import HookedFunctions
 from ada.tracer.record.nap import FUTEX_FROM_S, FUTEX_SYSCALL, FutexNap, Nap
-from ada.tracer.record.manifest import RecordingFacts, build_manifest
+from ada.tracer.record.manifest import RecordingFacts, build_manifest, thread_hold
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
                                      check_layout, clock_ns)
@@ -998,3 +998,21 @@ def test_an_agent_that_did_not_answer_in_time_is_attached_again_while_the_proces
     with pytest.raises(frida.ProcessNotRespondingError):
         attach(device, gone.pid)
     assert device.calls == 1  # a process that is gone is not attached again
+
+
+def test_every_shortfall_of_the_thread_hold_is_in_the_manifest_and_warned_of():
+    """The agent's ThreadHold.stats as the manifest words them, and one warning for each
+    kind of shortfall (none for a clean hold)."""
+    clean = {"holds": 3, "asks": 3, "notHeld": 0, "wentOn": 0, "inside": 0, "ms": 2,
+             "leftInside": 0}
+    assert hold_warnings(clean) == []
+    assert thread_hold(clean) == {"holds": 3, "asks": 3, "threads_not_held": 0,
+                                  "threads_went_on": 0, "written_around": 0, "ms": 2,
+                                  "left_inside": 0}
+    short = dict(clean, notHeld=1, wentOn=2, inside=3, leftInside=4)
+    warned = hold_warnings(short)
+    assert len(warned) == 4
+    assert [w.split()[0] for w in warned] == ["1", "2", "3", "4"]
+    assert "signal handler" in warned[3] and "freed" in warned[3]
+    assert thread_hold(short)["left_inside"] == 4
+    assert thread_hold(None) is None and hold_warnings(None) == []
