@@ -50,6 +50,7 @@ def run_ada(*args: object, timeout: float = 120, check: bool = False,
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            waiting = describe_descendants(proc.pid)
             proc.send_signal(signal.SIGABRT)
             try:
                 stdout, stderr = proc.communicate(timeout=30)
@@ -58,12 +59,56 @@ def run_ada(*args: object, timeout: float = 120, check: bool = False,
                 stdout, stderr = proc.communicate()
             raise AssertionError(f"timed out after {timeout} s: {' '.join(cmd)}\nstdout:\n"
                                  f"{stdout[-4000:]}\nstderr, with each thread's stack:\n"
-                                 f"{stderr[-12000:]}") from None
+                                 f"{stderr[-12000:]}\nits processes as it timed out:\n"
+                                 f"{waiting}") from None
     out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     print(f"$ {' '.join(cmd)}\n[exit {out.returncode}]\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
     if check and out.returncode != 0:
         raise AssertionError(f"exit {out.returncode}: {' '.join(cmd)}\n{out.stderr}")
     return out
+
+
+def describe_descendants(pid: int) -> str:
+    """Where `pid`'s descendants wait, thread by thread, from /proc (state, kernel wait channel,
+    current system call, kernel stack where root may read it): a hang in a target (a fork that
+    never returns, say) is then named, not only ada's side of it."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(c for c, parent in parents.items() if parent == p)
+    lines = []
+    for p in tree[1:]:
+        base = Path(f"/proc/{p}")
+        try:
+            argv = base.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"pid {p} (parent {parents.get(p)}): {argv.strip()[:200]}")
+            for task in sorted(base.joinpath("task").iterdir(), key=lambda t: int(t.name)):
+                said = []
+                for name in ("stat", "wchan", "syscall", "stack"):
+                    try:
+                        text = task.joinpath(name).read_text().strip()
+                    except OSError:
+                        continue
+                    if name == "stat":
+                        text = "state " + text.rsplit(")", 1)[1].split()[0]
+                    elif name == "stack":
+                        text = "stack " + " < ".join(line.split("] ", 1)[-1]
+                                                     for line in text.splitlines()[:8])
+                    else:
+                        text = f"{name} {text}"
+                    said.append(text)
+                lines.append(f"  tid {task.name}: " + "; ".join(said))
+        except OSError:
+            continue
+    return "\n".join(lines) or "(no process under it)"
 
 
 def describe_status(status: int | None) -> str:
