@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ada.atf import format as F
 from helpers import assert_verify_clean, function_events, run_ada, trace_session
@@ -184,3 +186,27 @@ def test_unsorted_ticks_take_the_same_path_as_sorted_ones():
     one_by_one = [c.ns_at(int(t)) for t in ticks]
     c.convert(ticks)
     assert ticks.tolist() == one_by_one
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.tuples(st.integers(1, 10**10), st.integers(-200_000, 200_000)),
+                     min_size=1, max_size=8),
+       offsets=st.lists(st.integers(-(10**10), 3 * 10**10), min_size=1, max_size=40))
+def test_a_batch_in_the_ring_converts_as_each_tick_alone(gaps, offsets):
+    """The drain converts the timestamps of 32-byte events in place in the ring (a strided
+    view), in whichever segment each tick falls, unsorted: each must get what `ns_at` gives
+    that tick alone (the oracle; exact while the fixed-point product fits), and the other
+    fields of the events stay as they were."""
+    c = TickClock(10**9, 10**12, 10**9 + 2_500_000, 10**12 + 1_000_000)
+    t, ns = 10**9 + 2_500_000, 10**12 + 1_000_000
+    for dt, error in gaps:  # pairs: the OS clock drifting and stepping against the ticks
+        t, ns = t + dt, ns + int(dt / GHZ) + error
+        c.observe(t, ns)
+    ticks = [max(0, t + o) for o in offsets]
+    expect = [c.ns_at(x) for x in ticks]
+    events = np.zeros(len(ticks), dtype=F.INDEX_EVENT)
+    events["timestamp_ns"] = ticks
+    events["function_id"] = np.arange(len(ticks))
+    c.convert(events["timestamp_ns"])
+    assert events["timestamp_ns"].tolist() == expect
+    assert events["function_id"].tolist() == list(range(len(ticks)))
