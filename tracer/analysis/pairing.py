@@ -24,13 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +33,8 @@ import numpy as np
 
 from ada.atf.format import EVENT_CALL, EVENT_EXCEPTION, EVENT_RETURN, NO_DETAIL_SEQ
 from ada.atf.reader import ThreadReader
+
+from .. import native
 
 CLOSES = (EVENT_RETURN, EVENT_EXCEPTION)
 
@@ -245,32 +241,8 @@ KERNEL_SOURCE = Path(__file__).with_name("pairing.c")
 
 
 @functools.lru_cache(maxsize=None)
-def _load_kernel(source_digest: str) -> Any:
-    """The compiled kernel (ctypes), compiled once per machine into the user's cache
-    directory with the system's C compiler ($CC, cc or gcc); None when that cannot be."""
-    if not source_digest:
-        return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ada"
-    library = cache / f"pairing-{source_digest}.so"
-    if not library.exists():
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        if compiler is None:
-            return None
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=cache) as work:
-                built = Path(work) / library.name
-                done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built),
-                                       str(KERNEL_SOURCE)], capture_output=True, timeout=120)
-                if done.returncode != 0:
-                    return None
-                os.replace(built, library)
-        except (OSError, subprocess.SubprocessError):
-            return None
-    try:
-        lib = ctypes.CDLL(str(library))
-    except OSError:
-        return None
+def _declared(lib: Any) -> Any:
+    """`lib` with its functions' argument types declared (once per library)."""
     p = ctypes.c_void_p
     lib.ada_pair.argtypes = [ctypes.c_int64, p, p, p, p, p, ctypes.c_int64, ctypes.c_int64] \
         + [p] * 27
@@ -281,19 +253,12 @@ def _load_kernel(source_digest: str) -> Any:
 
 
 def _kernel() -> Any:
-    """The C kernel, unless ADA_PAIRING=numpy says not to (or it cannot be had)."""
+    """The C kernel (compiled once per machine: tracer/native.py), unless ADA_PAIRING=numpy
+    says not to, or it cannot be had."""
     if os.environ.get("ADA_PAIRING") == "numpy":
         return None
-    return _load_kernel(_source_digest())
-
-
-@functools.lru_cache(maxsize=None)
-def _source_digest() -> str:
-    """The kernel's name in the cache: its source, the platform and the machine."""
-    if not KERNEL_SOURCE.exists():
-        return ""
-    return hashlib.sha1(KERNEL_SOURCE.read_bytes() + sys.platform.encode() +
-                        platform.machine().encode()).hexdigest()[:16]
+    lib = native.load(KERNEL_SOURCE)
+    return None if lib is None else _declared(lib)
 
 
 def _pair_with_kernel(kernel: Any, ev: Events, wants: Wants) -> Local:

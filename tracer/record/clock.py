@@ -15,15 +15,24 @@ way NTP slews), and a model more than STEP_NS behind is stepped forward (a
 suspend adds to CLOCK_BOOTTIME); it never steps back. A counter that goes
 backwards (reset by a suspend to RAM or a VM migration) restarts the model;
 `resets` counts it, and the recording warns.
+
+The drain converts every event: by a C kernel (clock.c, one pass over the ring) where one
+could be compiled, else with numpy (ADA_CLOCK_CONVERT=numpy asks for numpy).
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
+import functools
+import os
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .. import native
 
 SLEW_NS = 200_000_000
 STEP_NS = 1_000_000
@@ -48,6 +57,7 @@ class TickClock:
                                                     maxlen=RATE_BASELINE_PAIRS)
         self._measured = rate  # the OS clock's ns per tick, from the recent pairs
         self._converted_to = base_ticks  # the newest tick converted so far
+        self._segments: tuple[np.ndarray, ...] | None = None  # the three lists as arrays
         self.resets = 0  # times the counter went backwards
 
     @property
@@ -94,6 +104,7 @@ class TickClock:
         self._mults.append(_fixed(rate))
         if len(self._starts) > MAX_SEGMENTS:
             del self._starts[0], self._ns[0], self._mults[0]
+        self._segments = None
 
     def _restart(self, ticks: int, ns: int) -> None:
         """The counter went backwards (a reset: suspend to RAM, a VM migrated): start over.
@@ -105,12 +116,28 @@ class TickClock:
         self._pairs.clear()
         self._pairs.append((ticks, ns))
         self._starts, self._ns, self._mults = [ticks], [ns], [_fixed(self._measured)]
+        self._segments = None
         self._converted_to = ticks
 
     def convert(self, ts: np.ndarray) -> None:
         """Rewrite a uint64 array (or strided view) of ticks, in place, as ns."""
         if not len(ts):
             return
+        kernel = _kernel()
+        if kernel is not None and ts.dtype == np.uint64 and ts.ndim == 1:
+            if self._segments is None:
+                self._segments = tuple(np.array(v, dtype=np.int64)
+                                       for v in (self._starts, self._ns, self._mults))
+            starts, ns, mults = self._segments
+            hi = kernel.ada_convert_ticks(ts.ctypes.data, ts.strides[0], len(ts),
+                                          starts.ctypes.data, ns.ctypes.data, mults.ctypes.data,
+                                          len(starts))
+        else:
+            hi = self._convert_numpy(ts)
+        self._converted_to = max(self._converted_to, hi)
+
+    def _convert_numpy(self, ts: np.ndarray) -> int:
+        """convert() without the kernel; returns the largest tick."""
         d = ts.astype(np.int64)
         lo, hi = int(d.min()), int(d.max())
         if lo >= self._starts[-1]:  # the usual case: all in the newest segment
@@ -124,7 +151,32 @@ class TickClock:
                    max(abs(int(d.min())), abs(int(d.max()))))
             d += np.asarray(self._ns, dtype=np.int64)[i]
         ts[:] = d
-        self._converted_to = max(self._converted_to, hi)
+        return hi
+
+
+KERNEL_SOURCE = Path(__file__).with_name("clock.c")
+
+
+def prepare_conversion() -> None:
+    """Load the C conversion (compiling it, the first time on a machine) before it is needed."""
+    _kernel()
+
+
+def _kernel() -> Any:
+    """The C conversion (tracer/native.py), unless ADA_CLOCK_CONVERT=numpy says not to, or it
+    cannot be had."""
+    if os.environ.get("ADA_CLOCK_CONVERT") == "numpy":
+        return None
+    lib = native.load(KERNEL_SOURCE)
+    return None if lib is None else _declared(lib)
+
+
+@functools.lru_cache(maxsize=None)
+def _declared(lib: Any) -> Any:
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.ada_convert_ticks.argtypes = [p, i64, i64, p, p, p, i64]
+    lib.ada_convert_ticks.restype = ctypes.c_uint64
+    return lib
 
 
 def _fixed(rate: float) -> int:

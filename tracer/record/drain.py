@@ -33,7 +33,7 @@ from ada.atf.format import REVISION_1, detail_event_header_dtype
 from ada.atf.records import Walk, gather, scatter, walk_records
 from ada.atf.writer import SessionWriter, ThreadWriter
 
-from .clock import TickClock
+from .clock import TickClock, prepare_conversion
 from .detail_sinks import DetailSink
 from .nap import Nap
 from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
@@ -126,6 +126,8 @@ class Drain(threading.Thread):
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
         self.clock: TickClock | None = None  # raw-tick timestamps: see _clock_ready
+        if rings.clock_in_ticks:
+            prepare_conversion()  # its kernel compiled now (once a machine), not mid-pass
         self.writer = writer  # the session's; thread_writers are what it made, one per slot
         self.sink = sink
         self.on_trigger = on_trigger
