@@ -13,8 +13,8 @@ import numpy as np
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, assert_balanced, assert_verify_clean, function_events, run_ada,
-                     wait_for_index_events)
+from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_descendants,
+                     function_events, run_ada, wait_for_index_events)
 
 N, M = 500, 400  # work() calls of the parent and of the child
 
@@ -318,6 +318,23 @@ def code_is_original(pid, exe):
     return live == Path(exe).read_bytes()[offset:offset + 16]
 
 
+def wait_or_explain(ada: subprocess.Popen, timeout: float, out: "Output", since: str) -> int:
+    """ada's exit status; if it has not ended within `timeout` s, fail with where its
+    processes wait (describe_descendants) and, through SIGABRT (ada runs with
+    PYTHONFAULTHANDLER), each of its threads' stacks from its stderr."""
+    try:
+        return ada.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        waiting = describe_descendants(ada.pid)
+        ada.send_signal(signal.SIGABRT)
+        try:
+            ada.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            ada.kill()
+        raise AssertionError(f"ada had not ended {timeout} s after {since}:\n"
+                             f"{out.stderr[-8000:]}\nits processes then:\n{waiting}") from None
+
+
 class Output:
     """What a process wrote to files: a child that outlives ada keeps its stdout (the target's
     output is ada's) open, so a pipe would not end with ada."""
@@ -347,13 +364,7 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
                                        3000, "orphan", "-i", "forks!work", "--duration", 1.5),
                            stdout=out.files[0], stderr=out.files[1],
                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
-    try:
-        status = ada.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        ada.send_signal(signal.SIGABRT)
-        ada.wait(timeout=30)
-        raise AssertionError(f"ada had not ended 90 s after its start:\n{out.stderr[-8000:]}") \
-            from None
+    status = wait_or_explain(ada, 90, out, "its start")
     assert status == 0, out.stderr
     child = pids(out)["child"]
     try:
@@ -374,12 +385,13 @@ def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin, engine):
     ada = subprocess.Popen(ada_command("trace", *engine,
                                        "-q", "-o", tmp_path / "traces", "-f", exe, 1,
                                        3000, "orphan", "-i", "forks!work"),
-                           stdout=out.files[0], stderr=out.files[1])
+                           stdout=out.files[0], stderr=out.files[1],
+                           env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     child = None
     try:
         wait_for_index_events(tmp_path / "traces", 20, timeout=60)  # the child runs 30 s
         ada.send_signal(signal.SIGINT)
-        assert ada.wait(timeout=30) == 0, out.stderr
+        assert wait_or_explain(ada, 30, out, "SIGINT") == 0, out.stderr
         child = pids(out)["child"]
         assert code_is_original(child, exe)
         assert atf.open_session(session_lines(out)[0]).manifest.document["end"]["reason"] == \
