@@ -68,10 +68,11 @@ def run_ada(*args: object, timeout: float = 120, check: bool = False,
     return out
 
 
-def describe_descendants(pid: int) -> str:
-    """Where `pid`'s descendants wait, thread by thread, from /proc (state, kernel wait channel,
-    current system call, kernel stack where root may read it): a hang in a target (a fork that
-    never returns, say) is then named, not only ada's side of it."""
+def describe_descendants(pid: int, others: tuple[int, ...] = ()) -> str:
+    """Where `pid`'s descendants (and `others`: an orphaned child is no longer one) wait,
+    thread by thread, from /proc (state, kernel wait channel, current system call, kernel
+    stack where root may read it): a hang in a target (a fork that never returns, say) is
+    then named, not only ada's side of it."""
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -85,7 +86,7 @@ def describe_descendants(pid: int) -> str:
         tree.append(p)
         todo.extend(c for c, parent in parents.items() if parent == p)
     lines = []
-    for p in tree[1:]:
+    for p in tree[1:] + [o for o in others if o not in tree]:
         base = Path(f"/proc/{p}")
         try:
             argv = base.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

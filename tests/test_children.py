@@ -325,7 +325,7 @@ def wait_or_explain(ada: subprocess.Popen, timeout: float, out: "Output", since:
     try:
         return ada.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        waiting = describe_descendants(ada.pid)
+        waiting = describe_descendants(ada.pid, tuple(pids(out).values()))
         ada.send_signal(signal.SIGABRT)
         try:
             ada.wait(timeout=30)
