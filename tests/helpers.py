@@ -89,7 +89,8 @@ def describe_descendants(pid: int, others: tuple[int, ...] = ()) -> str:
     for p in tree[1:] + [o for o in others if o not in tree]:
         base = Path(f"/proc/{p}")
         try:
-            argv = base.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            argv = base.joinpath("cmdline").read_bytes().replace(b"\0", b" ")
+            argv = argv.decode(errors="replace")
             lines.append(f"pid {p} (parent {parents.get(p)}): {argv.strip()[:200]}")
             for task in sorted(base.joinpath("task").iterdir(), key=lambda t: int(t.name)):
                 said = []

@@ -124,7 +124,7 @@ class TickClock:
         if not len(ts):
             return
         kernel = _kernel()
-        if kernel is not None and ts.dtype == np.uint64 and ts.ndim == 1:
+        if kernel is not None and ts.dtype == np.uint64 and ts.ndim == 1 and ts.flags.writeable:
             if self._segments is None:
                 self._segments = tuple(np.array(v, dtype=np.int64)
                                        for v in (self._starts, self._ns, self._mults))
