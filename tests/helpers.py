@@ -100,7 +100,7 @@ def describe_descendants(pid: int, others: tuple[int, ...] = ()) -> str:
                     except OSError:
                         continue
                     if name == "stat":
-                        text = "state " + text.rsplit(")", 1)[1].split()[0]
+                        text = "state " + _state(task)
                     elif name == "stack":
                         text = "stack " + " < ".join(line.split("] ", 1)[-1]
                                                      for line in text.splitlines()[:8])

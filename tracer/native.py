@@ -22,21 +22,14 @@ import tempfile
 from pathlib import Path
 
 
+@functools.lru_cache(maxsize=None)
 def load(source: Path) -> ctypes.CDLL | None:
-    """The compiled `source` (a .c file), or None when it cannot be had."""
+    """The compiled `source` (a .c file), or None when it cannot be had. Answered once per
+    process: the drain asks on every pass, and must not touch the disk for it."""
     if not source.exists():
         return None
-    return _load(source, _digest(source))
-
-
-@functools.lru_cache(maxsize=None)
-def _digest(source: Path) -> str:
-    return hashlib.sha1(source.read_bytes() + sys.platform.encode() +
-                        platform.machine().encode()).hexdigest()[:16]
-
-
-@functools.lru_cache(maxsize=None)
-def _load(source: Path, digest: str) -> ctypes.CDLL | None:
+    digest = hashlib.sha1(source.read_bytes() + sys.platform.encode() +
+                          platform.machine().encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ada"
     library = cache / f"{source.stem}-{digest}.so"
     if not library.exists():
