@@ -118,6 +118,11 @@ def describe_descendants(pid: int, others: tuple[int, ...] = ()) -> str:
     return "\n".join(lines) or "(no process under it)"
 
 
+def process_state(pid: int) -> str:
+    """A process's state letter (R, S, T, t, Z...; ? once it is gone)."""
+    return _state(Path("/proc") / str(pid))
+
+
 def _state(task: Path) -> str:
     try:
         return task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -24,6 +24,7 @@ from ada.atf import format as F
 from ada.atf.records import walk_records
 from ada.atf.writer import SessionWriter, ThreadWriter
 from ada.tracer.errors import TracerError
+from ada.tracer.record.answer import Answers
 from ada.tracer.record import lane_io
 from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
@@ -538,7 +539,7 @@ def test_triggers_reach_the_flight_recorder_through_the_drain(tmp_path):
 
 def mirrored_drain(tmp_path, agent, sink=None):
     """A drain reading the RPC transport's mirror, pulled from the agent's region."""
-    mirror = RpcMirror(SimpleNamespace(exports_sync=agent), GEOMETRY)
+    mirror = RpcMirror(SimpleNamespace(exports_sync=agent), GEOMETRY, Answers())
     drain, writer = new_drain(tmp_path, agent, sink, sync=mirror.sync, reader=mirror.reader)
     return mirror, drain, writer
 
@@ -637,7 +638,7 @@ def test_rpc_pulls_shrink_to_what_a_slow_link_moves_in_a_quarter_second(tmp_path
         time.sleep(0.2)  # the link: 0.2 s a pull, at most 2.6 MB/s for a full ring
         return agent.pull(tails, budget, freed)
 
-    mirror = RpcMirror(SimpleNamespace(exports_sync=SimpleNamespace(pull=slow_pull)), geometry,
+    mirror = RpcMirror(SimpleNamespace(exports_sync=SimpleNamespace(pull=slow_pull)), geometry, Answers(),
                        budget=64 << 20)
     drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
     slot = agent.register(501)
@@ -655,7 +656,7 @@ def test_rpc_pulls_shrink_to_what_a_slow_link_moves_in_a_quarter_second(tmp_path
 def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):
     agent = FakeAgent(GEOMETRY)
     refused = SimpleNamespace(exports_sync=SimpleNamespace(pull=None))  # calling it would fail
-    mirror = RpcMirror(refused, GEOMETRY)
+    mirror = RpcMirror(refused, GEOMETRY, Answers())
     slot = agent.register(501)
     agent.emit(slot, index_events(9, tid=501, first_ts=1000))
     mirror.queue_final(agent.pull([], 1 << 20))  # sent by the agent as the target exits
@@ -861,6 +862,10 @@ def test_the_end_reason_follows_the_agent_s_last_words():
     assert end.on_detached("process-terminated", None) == "target-killed"  # no word at all
     assert end.undelivered(lambda heads: (0, 0), True, "target-killed") is None  # rpc: unknown
     assert end.undelivered(lambda heads: (0, 0), False, "target-killed") == (0, 0)  # shm
+    # a live target whose rpc link was lost (gone, or it did not answer): unknown as well
+    assert end.undelivered(lambda heads: (0, 0), True, "duration", link_lost=True) is None
+    assert end.undelivered(lambda heads: (0, 0), True, "duration") == (0, 0)
+    assert end.undelivered(lambda heads: (0, 0), False, "duration", link_lost=True) == (0, 0)
     assert end.on_detached("process-replaced", None) == "exec"
     # Frida not holding the process at its exec reports it like a kill; ada's execve hook knew
     assert end.on_detached("process-terminated", None, exec_pending=True) == "exec"

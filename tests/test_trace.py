@@ -15,7 +15,7 @@ import pytest
 import ada.atf as atf
 from ada.atf import format as F
 from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_status,
-                     function_events, o_direct_works, read_line, run_ada, session_path, spinning,
+                     function_events, o_direct_works, process_state, read_line, run_ada, session_path, spinning,
                      trace_session as trace, wait_for_index_events)
 
 
@@ -314,6 +314,60 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, eng
         time.sleep(0.3)
         ticks = [read_line(proc) for _ in range(5)]
         assert proc.poll() is None, "the target died after detach"
+        assert int(ticks[-1].split()[1]) > before
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("transport", ["shm", "rpc"])
+def test_a_target_stopped_as_the_recording_ends_does_not_hold_ada(tmp_path, target_bin, engine,
+                                                                  transport):
+    """A stopped target (SIGSTOP here; a debugger, or a fatal signal its tracer holds) runs
+    none of the agent's code: ada's calls as it stops get no answer. ada used to wait for
+    them for ever. It gives the target up after a short bound, says why, and keeps what was
+    recorded; continued, the target runs on and its agent leaves with ada's hooks."""
+    proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
+    out_dir = tmp_path / "traces"
+    try:
+        assert read_line(proc).startswith("tick")
+        threads_before = len(os.listdir(f"/proc/{proc.pid}/task"))
+        ada = subprocess.Popen(ada_command("trace", *engine, "--transport", transport,
+                                           "-o", out_dir, "-p", proc.pid, "-i", "ticker!work"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+        wait_for_index_events(out_dir, 2000)
+        os.kill(proc.pid, signal.SIGSTOP)
+        while process_state(proc.pid) != "T":
+            time.sleep(0.01)
+        ada.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = ada.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            ada.send_signal(signal.SIGABRT)
+            raise AssertionError(f"ada waited on the stopped target:\n{ada.communicate()[1]}")
+        print(stderr)
+        assert ada.returncode == 0, stderr
+        assert "warning: no answer to ada's call" in stderr
+        assert "it is stopped (SIGSTOP, Ctrl-Z or a debugger; state T)" in stderr
+        s = atf.open_session(session_path(subprocess.CompletedProcess([], 0, stdout, "")))
+        work = function_events(s, "work")[0]
+        assert len(work) >= 2000
+        assert_balanced(work, open_at_end=len(work) % 2)
+        end = s.manifest.document["end"]
+        if transport == "shm":  # the drain read all the target wrote: it wrote no more
+            assert (end["clean"], end["undelivered_events"]) == (True, 0)
+        else:  # what it wrote after the last pull is in its rings, uncounted: not clean
+            assert (end["clean"], end["undelivered_events"]) == (False, None)
+            assert "no answer" in s.manifest.document["transport"]["last_error"]
+        os.kill(proc.pid, signal.SIGCONT)
+        before = int(read_line(proc).split()[1])
+        deadline = time.monotonic() + 60
+        while len(os.listdir(f"/proc/{proc.pid}/task")) > threads_before:
+            assert time.monotonic() < deadline, "Frida's agent stayed in the continued target"
+            time.sleep(0.05)
+        ticks = [read_line(proc) for _ in range(5)]
+        assert proc.poll() is None, "the target died after it was continued"
         assert int(ticks[-1].split()[1]) > before
     finally:
         proc.kill()

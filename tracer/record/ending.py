@@ -59,13 +59,14 @@ class TargetEnd:
         return f"detached: {reason}"
 
     def undelivered(self, shortfall: Callable[[list[list[Any]]], tuple[int, int]],
-                    rpc: bool, stop_reason: str) -> tuple[int, int] | None:
+                    rpc: bool, stop_reason: str, link_lost: bool = False) -> tuple[int, int] | None:
         """(events, detail bytes) the target's rings held at its end that never reached the
-        writers, by the heads it handed over (`shortfall` is Drain.shortfall); None when the
-        rings died with it (rpc) and nobody counted them."""
+        writers, by the heads it handed over (`shortfall` is Drain.shortfall); None when
+        nobody counted them: the rings died with it (rpc), or the rpc link to them was lost
+        (`link_lost`: gone, or a target that did not answer, answer.py)."""
         if self.handover is not None:
             return shortfall(self.handover["heads"])
-        if rpc and stop_reason in ENDED_WITH_TARGET:
+        if rpc and (stop_reason in ENDED_WITH_TARGET or link_lost):
             return None
         return 0, 0
 
@@ -103,8 +104,9 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None,
                         "prepared the process's exit and were not recorded (ada took them for "
                         "Frida's own): their calls are lost, how many is unknown")
     if undelivered is None:
-        warnings.append("the target ended without handing over its rings (killed?): the events "
-                        "it recorded after ada's last pull are lost, how many is unknown")
+        warnings.append("the target's rings were not handed over (it was killed, or its link "
+                        "was lost): the events it recorded after ada's last pull are lost, how "
+                        "many is unknown")
     elif any(undelivered):
         warnings.append(f"{undelivered[0]:,} event(s) and {undelivered[1]:,} detail byte(s) "
                         "were still in the target's rings when it ended and could not be "

@@ -27,6 +27,7 @@ from ada.atf.format import ARCH_ARM64, ARCH_X86_64
 from ada.atf.writer import SessionWriter
 
 from ..errors import TracerError
+from .answer import Answers
 from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
@@ -191,7 +192,7 @@ class Pipeline:
 
     def __init__(self, space: RingSpace, script: Any, facts: dict[str, Any], *, pid: int,
                  os_id: int, started: _dt.datetime, place: ProcessPlace,
-                 name_trigger: Callable[[int], str | None]) -> None:
+                 name_trigger: Callable[[int], str | None], answers: Answers) -> None:
         o = space.options
         self.space = space
         self.name_trigger = name_trigger  # a --trigger function's name, by its trigger id
@@ -216,7 +217,7 @@ class Pipeline:
             nap = FutexNap(space.region.buf, LAYOUT["header.drain_asleep"]) \
                 if FutexNap.available() else Nap()  # the agent wakes a futex nap (nap.py)
         else:
-            self.mirror = RpcMirror(script, space.geometry)
+            self.mirror = RpcMirror(script, space.geometry, answers)
             rings = self.mirror.reader
             nap = Nap(LONGEST_RPC_S)
         self.rings = rings
@@ -309,7 +310,8 @@ class Pipeline:
 
     def undelivered(self, end: TargetEnd, stop_reason: str) -> tuple[int, int] | None:
         """(events, detail bytes) left in the target's rings at its end; None: unknown."""
-        return end.undelivered(self.drain.shortfall, self.mirror is not None, stop_reason)
+        return end.undelivered(self.drain.shortfall, self.mirror is not None, stop_reason,
+                               self.mirror is not None and self.mirror.lost is not None)
 
     def summaries(self) -> Summaries:
         sink = self.sink.summary() if self.sink is not None else None

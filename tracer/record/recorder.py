@@ -37,6 +37,7 @@ from .manifest import RecordingFacts, build_manifest
 from .options import ProcessPlace, Target, TraceOptions
 from . import protocol
 from .agent_code import agent_script, hot_path_source
+from .answer import Answers, NoAnswer
 from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries, inline_probe
 from .protocol import read_message
 from .rings import clock_ns
@@ -81,6 +82,8 @@ class Recorder:
         self.stop_event = threading.Event()
         self.stop_reason = "interrupted"
         self.end = TargetEnd()  # how the process ended, from the agent's last words
+        # Calls into the agent: bounded once the recording ends (answer.py); the pid after attach.
+        self.answers = Answers()
         # Left in the target's rings at its end and never received (events, detail bytes);
         # None when the target died without saying how much (set by stop()).
         self.undelivered: tuple[int, int] | None = (0, 0)
@@ -176,6 +179,7 @@ class Recorder:
         _check_output_dir(self.options.output)
         try:
             self._attach()
+            self.answers.pid = self.pid if self.device.type == "local" else None
             self._load_agent()
             self._hook()
             assert self.space is not None and self.pid is not None
@@ -183,7 +187,7 @@ class Recorder:
             pipeline = Pipeline(self.space, self.script, self.agent_info, pid=self.pid,
                                 os_id=_os_code(self.device, self.agent_info),
                                 started=self.started_at, place=self.place,
-                                name_trigger=self.hooked.trigger_name)
+                                name_trigger=self.hooked.trigger_name, answers=self.answers)
             with self._finals_lock:  # in the order they came
                 for data in self._early_finals:
                     pipeline.take_final(data)
@@ -384,15 +388,20 @@ class Recorder:
         """Unhook, drain what is left, finalize files and manifest, detach."""
         pipeline = self._prepared()
         warnings: list[str] = []
+        self.answers.ending.set()
         if not self._detached and self.script is not None:
+            exports = self.script.exports_sync
             try:
-                self.clock_anchors.append(anchor(self.script.exports_sync.clock_anchor(), "end"))
-            except FRIDA_ERRORS:
-                pass  # the process is gone: the start's anchor stays
+                self.clock_anchors.append(anchor(self.answers.ask("clock anchor", exports.clock_anchor),
+                                                 "end"))
+            except (NoAnswer, *FRIDA_ERRORS):
+                pass  # the process is gone or does not run: the start's anchor stays
             try:
-                stopped = self.script.exports_sync.stop()
+                stopped = self.answers.ask("stop", exports.stop)
                 if isinstance(stopped, dict) and stopped.get("hold") is not None:
                     self.thread_hold = stopped["hold"]
+            except NoAnswer:
+                pass  # said below
             except FRIDA_ERRORS as e:
                 warnings.append(f"could not unhook cleanly: {describe_frida_error(e)}")
             warnings.extend(hold_warnings(self.thread_hold))
@@ -400,6 +409,10 @@ class Recorder:
         if never:
             warnings.append(f"never matched: {'; '.join(never)}")
         pipeline.stop(self._release_waiters)
+        if self.answers.unanswered is not None:
+            warnings.append(f"{self.answers.unanswered}. ada left the process as it was: "
+                            "what it recorded until then is kept, and its hooks come out when "
+                            "it runs again (what it does then is not recorded)")
         error = pipeline.error
         if error is not None:
             self.stop_reason = f"error: {error}"
@@ -440,9 +453,9 @@ class Recorder:
         if self._detached or self.script is None:
             return
         try:
-            self.script.exports_sync.release_waiters()
-        except FRIDA_ERRORS:
-            pass  # the process (and its waiting threads) are gone
+            self.answers.ask("release", self.script.exports_sync.release_waiters)
+        except (NoAnswer, *FRIDA_ERRORS):
+            pass  # the process (and its waiting threads) are gone, or do not run
 
     def _forked_children(self, drain: dict[str, Any]) -> list[str]:
         """The children this process forked, as the agent kept them (not held by Frida, they
@@ -479,21 +492,30 @@ class Recorder:
         self._unload_script()
         if self.frida_session is None or self._detached:
             return
+        if self.answers.unanswered is not None:  # Frida's detach waits for it to run again: ada does not
+            threading.Thread(target=self._detach_quietly, name="ada-detach", daemon=True).start()
+            return
         # A local target must not exit while Frida cleans up after its agent (leaving.py).
         local = self.device.type == "local" and self.pid is not None
         tracer = tracer_of(self.pid) if local else None
         try:
-            self.frida_session.detach()
-        except FRIDA_ERRORS:
-            return
+            self.answers.ask("detach", self.frida_session.detach)
+        except (NoAnswer, *FRIDA_ERRORS):
+            return  # gone, or left as it is (it does not run): no cleanup to wait for
         if local:
             wait_for_frida_to_leave(self.pid, tracer)
+
+    def _detach_quietly(self) -> None:
+        try:
+            self.frida_session.detach()
+        except FRIDA_ERRORS:
+            pass  # gone meanwhile
 
     def _unload_script(self) -> None:
         try:
             if self.script is not None and not self._detached:
-                self.script.unload()
-        except FRIDA_ERRORS:
+                self.answers.ask("unload", self.script.unload)
+        except (NoAnswer, *FRIDA_ERRORS):
             pass
 
     def _abandon(self) -> None:

@@ -27,6 +27,7 @@ from ada.atf.format import INDEX_EVENT_SIZE
 
 from ..errors import TracerError
 from .frida_errors import FRIDA_ERRORS, describe_frida_error
+from .answer import Answers, NoAnswer
 from .protocol import beat
 from .rings import SLOT_SIZE, SLOTS_OFFSET, RegionGeometry, RingReader
 
@@ -94,8 +95,10 @@ def lazy_zeros(size: int) -> np.ndarray:
 class RpcMirror:
     """The RPC transport: a local mirror of the agent's ring region."""
 
-    def __init__(self, script: Any, geometry: RegionGeometry, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(self, script: Any, geometry: RegionGeometry, answers: Answers,
+                 budget: int = DEFAULT_BUDGET) -> None:
         self.script = script
+        self.answers = answers  # a stopped target's pull is given up as the recording ends
         self.g = geometry
         self.buf = lazy_zeros(geometry.size)
         self.reader = RingReader(self.buf, geometry)
@@ -142,8 +145,13 @@ class RpcMirror:
             return received
         freed, self._freed = self._freed, []
         started = time.monotonic()
+        tails, budget = self._tails_to_push(), self.next_budget()
         try:
-            data = self.script.exports_sync.pull(self._tails_to_push(), self.next_budget(), freed)
+            data = self.answers.ask("pull", lambda: self.script.exports_sync.pull(tails, budget,
+                                                                                   freed))
+        except NoAnswer as e:
+            self.lost = str(e)
+            return 0
         except FRIDA_ERRORS as e:
             self.lost = describe_frida_error(e)
             return 0
