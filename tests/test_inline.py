@@ -244,16 +244,22 @@ def test_ada_waiting_for_room_is_not_the_program_losing_calls(tmp_path, target_b
     sleeps in nanosleep, which calls clock_nanosleep (glibc); with libc's sleeps
     hooked too, those calls are ada's, not the program's, and nothing is counted lost
     (each 50-us sleep of a wait counted 2 events before: 1,408 for the sqlite3 shell with
-    every libc export hooked)."""
+    every libc export hooked).
+
+    The drain pauses 20 ms after each pass (ADA_TEST_DRAIN_PAUSE_MS), so the threads wait long
+    enough to sleep on any machine: without it, in the emulated arm64 machine with two tests
+    at once, the drain kept up and they waited 2 times a run, never long enough to sleep."""
     gate = tmp_path / "gate"
     with spinning(target_bin("inline_cases"), gate) as proc:
         s, out = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!work",
                        "-i", "libc.so.6!nanosleep", "-i", "libc.so.6!clock_nanosleep",
-                       "--duration", "1", "--ring-kb", "4")
+                       "--duration", "1", "--ring-kb", "4",
+                       env={"ADA_TEST_DRAIN_PAUSE_MS": "20"})
         gate.touch()
         assert proc.wait(timeout=30) == 0
     m = s.manifest.document
-    assert m["drops"]["waits"] > 10  # ada did wait, and sleep
+    assert m["drops"]["waits"] > 10  # ada did wait
+    assert m["drops"]["wait_ms"] > 10 * m["drops"]["waits"] / 2  # long waits: they slept
     assert m["drops"]["skipped_events"] == 0, out.stderr
     assert m["drops"]["index"] == 0 and m["end"]["clean"]
     assert sum(len(ev) for ev in function_events(s, "work").values()) > 1000

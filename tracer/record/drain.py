@@ -119,9 +119,13 @@ class Drain(threading.Thread):
                  sink: DetailSink | None = None,
                  on_trigger: Callable[[int, int, int], None] | None = None,
                  sync: Callable[[], int] | None = None,
-                 heartbeat: Heartbeat | None = None, nap: Nap | None = None) -> None:
+                 heartbeat: Heartbeat | None = None, nap: Nap | None = None,
+                 pause_s: float = 0.0) -> None:
         super().__init__(name="ada-drain", daemon=True)
         self.nap = nap or Nap()  # between passes (see IDLE_SLEEP_S)
+        # Tests only: a pause after each pass that moved something, so that producers outrun
+        # the drain on any machine, as they do on a loaded one (ADA_TEST_DRAIN_PAUSE_MS).
+        self.pause_s = pause_s
         self.heartbeat = heartbeat  # stopped at the release, or when the drain fails
         self.rings = rings
         self.sync = sync  # the RPC transport refreshes the mirror the rings are read from
@@ -147,6 +151,8 @@ class Drain(threading.Thread):
             while not self._stop_requested.is_set():
                 if self.drain_once():
                     sleep = 0.0
+                    if self.pause_s:
+                        time.sleep(self.pause_s)
                 else:
                     sleep = min(max(2 * sleep, IDLE_SLEEP_S), longest)
                     self.nap.sleep(sleep)

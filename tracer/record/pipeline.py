@@ -223,7 +223,8 @@ class Pipeline:
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
-                           self.mirror.sync if self.mirror else None, space.heartbeat, nap)
+                           self.mirror.sync if self.mirror else None, space.heartbeat, nap,
+                           _test_ms("ADA_TEST_DRAIN_PAUSE_MS") / 1000)
 
     @property
     def path(self) -> Path:
