@@ -105,7 +105,8 @@ def test_a_child_held_dying_by_its_tracer_is_named(tmp_path, target_bin, engine)
     ada = subprocess.Popen(ada_command("trace", *engine, "-o", tmp_path, "-f",
                                        target_bin("forks"), N, 20, "crash", gate,
                                        "-i", "forks!work"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     holder = None
     said: list[str] = []  # ada's stderr, as it comes
     reader = threading.Thread(target=lambda: said.extend(ada.stderr), daemon=True)
@@ -130,7 +131,15 @@ def test_a_child_held_dying_by_its_tracer_is_named(tmp_path, target_bin, engine)
         assert f"pid {ids['child']} was struck by a fatal signal but has not ended" in warning
         assert f"The tracer is process {holder.pid} (holds_at_exit)" in warning
         holder.kill()  # the tracer lets go: the child dies, its parent and ada end
-        ada.wait(timeout=60)
+        try:
+            ada.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # once in the arm64 guest: say where it waits
+            waiting = describe_descendants(ada.pid, tuple(ids.values()))
+            ada.send_signal(signal.SIGABRT)  # its threads' stacks on stderr (faulthandler)
+            ada.wait(timeout=30)
+            reader.join(10)
+            raise AssertionError(f"ada had not ended 60 s after the tracer let go:\n"
+                                 f"{''.join(said)[-8000:]}\nits processes then:\n{waiting}")
         stdout = ada.stdout.read()
         reader.join(10)
     finally:
