@@ -1,9 +1,10 @@
 """tracer/record/dying.py's test of a process held dying, on /proc trees laid out as Linux's
 (the real case, a process held by a real tracer, is in test_children.py)."""
 
+import os
 from pathlib import Path
 
-from ada.tracer.record.dying import PF_SIGNALED, held_dying
+from ada.tracer.record.dying import PF_SIGNALED, DyingWatch, held_by_frida, held_dying
 
 
 def fake_proc(root: Path, pid: int, tracer: int, threads: dict[int, tuple[str, int]]) -> Path:
@@ -33,3 +34,33 @@ def test_what_is_not_held_dying(tmp_path):
     assert held_dying(10, fake_proc(tmp_path / "c", 10, 0, {10: ("t", PF_SIGNALED)})) is None
     # gone
     assert held_dying(99, tmp_path / "a") is None
+
+
+def as_thread_of(root: Path, tid: int, pid: int) -> Path:
+    """/proc/TID/status for a tracer thread `tid` of process `pid`."""
+    (root / str(tid)).mkdir()
+    (root / str(tid) / "status").write_text(f"Name:\tpython\nTgid:\t{pid}\n")
+    return root
+
+
+def test_a_process_frida_holds_in_a_tracing_stop_is_held_by_frida(tmp_path):
+    """Frida's tracer (in this process) and a thread in a tracing stop, no fatal signal yet:
+    the arm64 guest's `forks` parent that faulted inside Frida's agent (twice)."""
+    ours = as_thread_of(fake_proc(tmp_path / "a", 10, 7, {10: ("t", 0), 11: ("S", 0)}), 7,
+                        os.getpid())
+    assert held_by_frida(10, ours) == 7
+    assert held_dying(10, ours) is None
+    theirs = as_thread_of(fake_proc(tmp_path / "b", 10, 7, {10: ("t", 0)}), 7, 1)
+    assert held_by_frida(10, theirs) is None  # a debugger's stop is the person's
+    running = as_thread_of(fake_proc(tmp_path / "c", 10, 7, {10: ("S", 0)}), 7, os.getpid())
+    assert held_by_frida(10, running) is None
+    warned: list[str] = []
+    watch = DyingWatch(warned.append, stuck_s=0, proc=ours)
+    watch.check([10])
+    watch.check([10])  # named once
+    assert len(warned) == 1
+    assert warned[0].startswith("pid 10 is held in a tracing stop (a fault inside Frida's")
+    assert "The tracer is Frida, in ada itself (thread 7)" in warned[0]
+    struck = as_thread_of(fake_proc(tmp_path / "d", 10, 7, {10: ("t", PF_SIGNALED)}), 7, 1)
+    DyingWatch(warned.append, stuck_s=0, proc=struck).check([10])
+    assert warned[1].startswith("pid 10 was struck by a fatal signal but has not ended")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .dying import describe_tracer, held_dying
+from .dying import describe_tracer, held_dying, process_of
 from .leaving import tracer_of
 
 ANSWER_S = 120.0  # the slowest stop seen (the emulated arm64 machine) answered in seconds
@@ -53,22 +53,12 @@ def not_running(pid: int | None, proc: Path = Path("/proc")) -> str | None:
         return "it is stopped (SIGSTOP, Ctrl-Z or a debugger; state T)"
     if state == "t":
         tracer = tracer_of(pid, proc)
-        if tracer and _process_of(tracer, proc) == os.getpid():
+        if tracer and process_of(tracer, proc) == os.getpid():
             return None  # Frida's injector, in ada, at work for a moment (leaving.py)
         return ("its tracer holds it stopped (state t); the tracer is "
                 + (describe_tracer(tracer, proc) if tracer else "unknown"))
     return None
 
-
-def _process_of(tid: int, proc: Path) -> int | None:
-    """The process (Tgid) thread `tid` belongs to; None when it cannot be read."""
-    try:
-        for line in (proc / str(tid) / "status").read_text().splitlines():
-            if line.startswith("Tgid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 class Answers:

@@ -44,6 +44,36 @@ def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
     return None
 
 
+def held_by_frida(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The tracer (a thread id) of `pid` if it is Frida's, in ada's own process, and one of
+    `pid`'s threads is in a tracing stop; else None. Frida's injector holds a process for
+    milliseconds; a fault inside Frida's agent can leave it held in the stop that delivers the
+    signal, where no fatal signal has struck yet (no PF_SIGNALED): seen twice in the arm64
+    guest, a `forks` parent faulting at frida-agent-64.so+0x3ee31c."""
+    tracer = tracer_of(pid, proc)
+    if not tracer or process_of(tracer, proc) != os.getpid():
+        return None
+    try:
+        for task in (proc / str(pid) / "task").iterdir():
+            stat = (task / "stat").read_text()
+            if stat[stat.rindex(")") + 2:].split()[0] == "t":
+                return tracer
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def process_of(tid: int, proc: Path) -> int | None:
+    """The process (Tgid) thread `tid` belongs to; None when it cannot be read."""
+    try:
+        for line in (proc / str(tid) / "status").read_text().splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
     """Who a tracer thread is: Frida's, in ada's own process, or another process's."""
     try:
@@ -60,11 +90,14 @@ def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
 
 
 class DyingWatch:
-    """Says, once each, which traced processes held_dying has found held for STUCK_S."""
+    """Says, once each, which traced processes held_dying or held_by_frida has found held
+    for STUCK_S."""
 
-    def __init__(self, warn: Callable[[str], None], stuck_s: float = STUCK_S) -> None:
+    def __init__(self, warn: Callable[[str], None], stuck_s: float = STUCK_S,
+                 proc: Path = Path("/proc")) -> None:
         self.warn = warn
         self.stuck_s = stuck_s
+        self.proc = proc  # where procfs is (tests lay out their own)
         self._since: dict[int, float] = {}  # pid -> first seen held dying
         self._named: set[int] = set()
 
@@ -74,7 +107,10 @@ class DyingWatch:
         for pid in pids:
             if pid in self._named:
                 continue
-            tracer = held_dying(pid)
+            tracer = held_dying(pid, self.proc)
+            struck = tracer is not None
+            if tracer is None:
+                tracer = held_by_frida(pid, self.proc)
             if tracer is None:
                 self._since.pop(pid, None)
                 continue
@@ -82,7 +118,8 @@ class DyingWatch:
             if now - since < self.stuck_s:
                 continue
             self._named.add(pid)
-            self.warn(f"pid {pid} was struck by a fatal signal but has not ended: its tracer "
-                      f"has held it stopped for {now - since:.0f} s, and whatever waits for it "
-                      f"(its parent, this recording) waits on. The tracer is "
-                      f"{describe_tracer(tracer)}")
+            what = "was struck by a fatal signal but has not ended" if struck else \
+                "is held in a tracing stop (a fault inside Frida's agent, when seen)"
+            self.warn(f"pid {pid} {what}: its tracer has held it stopped for "
+                      f"{now - since:.0f} s, and whatever waits for it (its parent, this "
+                      f"recording) waits on. The tracer is {describe_tracer(tracer, self.proc)}")
