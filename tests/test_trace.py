@@ -15,8 +15,8 @@ import pytest
 import ada.atf as atf
 from ada.atf import format as F
 from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_status,
-                     function_events, o_direct_works, process_state, read_line, run_ada, session_path, spinning,
-                     trace_session as trace, wait_for_index_events)
+                     function_events, o_direct_works, process_state, read_line, run_ada,
+                     session_path, spinning, trace_session as trace, wait_for_index_events)
 
 
 

@@ -392,8 +392,8 @@ class Recorder:
         if not self._detached and self.script is not None:
             exports = self.script.exports_sync
             try:
-                self.clock_anchors.append(anchor(self.answers.ask("clock anchor", exports.clock_anchor),
-                                                 "end"))
+                answer = self.answers.ask("clock anchor", exports.clock_anchor)
+                self.clock_anchors.append(anchor(answer, "end"))
             except (NoAnswer, *FRIDA_ERRORS):
                 pass  # the process is gone or does not run: the start's anchor stays
             try:
@@ -492,7 +492,7 @@ class Recorder:
         self._unload_script()
         if self.frida_session is None or self._detached:
             return
-        if self.answers.unanswered is not None:  # Frida's detach waits for it to run again: ada does not
+        if self.answers.unanswered is not None:  # Frida's detach waits for it to run again
             threading.Thread(target=self._detach_quietly, name="ada-detach", daemon=True).start()
             return
         # A local target must not exit while Frida cleans up after its agent (leaving.py).
