@@ -293,6 +293,13 @@ def test_tracing_clock_gettime_itself(tmp_path, target_bin, engine):
     assert_verify_clean(s.path)
 
 
+def assert_ticks_on(proc: subprocess.Popen, before: int, when: str) -> None:
+    """tests/targets/ticker.c lives on and counts past tick `before`."""
+    ticks = [read_line(proc) for _ in range(5)]
+    assert proc.poll() is None, f"the target died {when}"
+    assert int(ticks[-1].split()[1]) > before
+
+
 def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, engine):
     proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
     try:
@@ -312,9 +319,7 @@ def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, eng
         assert_balanced(work, open_at_end=len(work) % 2)
         before = int(read_line(proc).split()[1])
         time.sleep(0.3)
-        ticks = [read_line(proc) for _ in range(5)]
-        assert proc.poll() is None, "the target died after detach"
-        assert int(ticks[-1].split()[1]) > before
+        assert_ticks_on(proc, before, "after detach")
     finally:
         proc.kill()
         proc.wait()
@@ -366,9 +371,7 @@ def test_a_target_stopped_as_the_recording_ends_does_not_hold_ada(tmp_path, targ
         while len(os.listdir(f"/proc/{proc.pid}/task")) > threads_before:
             assert time.monotonic() < deadline, "Frida's agent stayed in the continued target"
             time.sleep(0.05)
-        ticks = [read_line(proc) for _ in range(5)]
-        assert proc.poll() is None, "the target died after it was continued"
-        assert int(ticks[-1].split()[1]) > before
+        assert_ticks_on(proc, before, "after it was continued")
     finally:
         proc.kill()
         proc.wait()

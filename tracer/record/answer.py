@@ -13,14 +13,13 @@ unloads itself when it finds ada gone (ada_ending.js, dispose).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .dying import describe_tracer, held_dying, process_of
+from .dying import describe_tracer, held_by_frida, held_dying, thread_states
 from .leaving import tracer_of
 
 ANSWER_S = 120.0  # the slowest stop seen (the emulated arm64 machine) answered in seconds
@@ -44,21 +43,14 @@ def not_running(pid: int | None, proc: Path = Path("/proc")) -> str | None:
     if dying is not None:
         return ("a fatal signal struck it and its tracer holds it stopped; the tracer is "
                 + describe_tracer(dying, proc))
-    try:
-        stat = (proc / str(pid) / "task" / str(pid) / "stat").read_text()
-        state = stat[stat.rindex(")") + 2:].split()[0]
-    except (OSError, ValueError, IndexError):
-        return None
+    state = thread_states(pid, proc).get(pid, ("?", 0))[0]  # its main thread's
     if state == "T":
         return "it is stopped (SIGSTOP, Ctrl-Z or a debugger; state T)"
-    if state == "t":
+    if state == "t" and held_by_frida(pid, proc) is None:  # Frida's injector: a moment's
         tracer = tracer_of(pid, proc)
-        if tracer and process_of(tracer, proc) == os.getpid():
-            return None  # Frida's injector, in ada, at work for a moment (leaving.py)
         return ("its tracer holds it stopped (state t); the tracer is "
                 + (describe_tracer(tracer, proc) if tracer else "unknown"))
     return None
-
 
 
 class Answers:

@@ -27,20 +27,27 @@ PF_SIGNALED = 0x400  # include/linux/sched.h: "killed by a signal"
 STUCK_S = 10.0  # a tracer that handles a fatal signal does so within milliseconds
 
 
-def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """The tracer (a thread id) of `pid` if a fatal signal struck one of its threads and that
-    thread is in a tracing stop; else None (also when it is gone or unreadable)."""
-    tracer = tracer_of(pid, proc)
-    if not tracer:
-        return None
+def thread_states(pid: int, proc: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
+    """{tid: (state letter, flags)} for each thread of `pid`, from task/TID/stat; empty when
+    it is gone or unreadable (the command name may hold spaces and parentheses)."""
+    states = {}
     try:
         for task in (proc / str(pid) / "task").iterdir():
             stat = (task / "stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()
-            if fields[0] == "t" and int(fields[6]) & PF_SIGNALED:
-                return tracer
+            states[int(task.name)] = (fields[0], int(fields[6]))
     except (OSError, ValueError, IndexError):
-        return None
+        return {}
+    return states
+
+
+def held_dying(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The tracer (a thread id) of `pid` if a fatal signal struck one of its threads and that
+    thread is in a tracing stop; else None (also when it is gone or unreadable)."""
+    tracer = tracer_of(pid, proc)
+    if tracer and any(state == "t" and flags & PF_SIGNALED
+                      for state, flags in thread_states(pid, proc).values()):
+        return tracer
     return None
 
 
@@ -51,15 +58,9 @@ def held_by_frida(pid: int, proc: Path = Path("/proc")) -> int | None:
     signal, where no fatal signal has struck yet (no PF_SIGNALED): seen twice in the arm64
     guest, a `forks` parent faulting at frida-agent-64.so+0x3ee31c."""
     tracer = tracer_of(pid, proc)
-    if not tracer or process_of(tracer, proc) != os.getpid():
-        return None
-    try:
-        for task in (proc / str(pid) / "task").iterdir():
-            stat = (task / "stat").read_text()
-            if stat[stat.rindex(")") + 2:].split()[0] == "t":
-                return tracer
-    except (OSError, ValueError, IndexError):
-        return None
+    if tracer and process_of(tracer, proc) == os.getpid() and \
+            any(state == "t" for state, _ in thread_states(pid, proc).values()):
+        return tracer
     return None
 
 
