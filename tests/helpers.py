@@ -38,6 +38,17 @@ def ada_command(*args: object) -> list[str]:
     return [sys.executable, "-m", "ada", *argv]
 
 
+# Frida 17.26's device manager starts its USB service, idund, in every process that asks for a
+# device. When idund is slow to come up (seen once in the emulated arm64 machine under load), Frida
+# itself prints this line to the process's stderr. It is Frida's, not ada's.
+FRIDA_SERVICE_LINE = re.compile(r"^Unable to start idund: ")
+
+
+def ada_lines(stderr: str) -> list[str]:
+    """The lines ada wrote to stderr: all but the line Frida's own USB service may print."""
+    return [line for line in stderr.splitlines() if not FRIDA_SERVICE_LINE.match(line)]
+
+
 def run_ada(*args: object, timeout: float = 120, check: bool = False,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `ada ARGS`; print its output so a failing test shows it. If it has not ended after

@@ -12,8 +12,8 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ROOT, ada_command, assert_verify_clean, function_events, run_ada, session_path,
-                     spinning, wait_for_index_events)
+from helpers import (ROOT, ada_command, ada_lines, assert_verify_clean, function_events, run_ada,
+                     session_path, spinning, wait_for_index_events)
 
 
 def free_port() -> int:
@@ -182,7 +182,7 @@ def test_remote_device_on_loopback_delivers_everything_at_the_end(tmp_path, targ
 def test_device_option_errors(tmp_path, args, needle):
     out = run_ada("trace", "-o", tmp_path, "-p", "1", "-i", "f", *args, timeout=60)
     assert out.returncode != 0 and needle in out.stderr, out.stderr
-    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert len(ada_lines(out.stderr)) == 1 and "Traceback" not in out.stderr
 
 
 def test_connection_lost_mid_trace_finalizes_what_was_pulled(tmp_path, target_bin, portal):

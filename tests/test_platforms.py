@@ -17,7 +17,7 @@ from ada.tracer.record.devices import add_target_arguments, target_from_args
 from ada.tracer.record.agent_code import agent_sources
 from ada.tracer.record.selection import parse_item
 from ada.tracer.record.transport import resolve_transport
-from helpers import run_ada
+from helpers import ada_lines, run_ada
 
 
 def test_platform_constants_follow_the_format():
@@ -130,7 +130,7 @@ def test_targets_from_arguments():
 def test_device_and_app_errors_here(tmp_path, args, needle):
     out = run_ada("trace", "-o", tmp_path, "-i", "f", *args, timeout=60)
     assert out.returncode == 1 and needle in out.stderr, out.stderr
-    assert out.stderr.count("\n") == 1
+    assert len(ada_lines(out.stderr)) == 1
 
 
 def test_objc_selection_on_linux_is_a_clear_error(tmp_path, target_bin):

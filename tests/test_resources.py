@@ -12,7 +12,7 @@ import subprocess
 
 
 import ada.atf as atf
-from helpers import ROOT, ada_command, session_path, wait_for_index_events
+from helpers import ROOT, ada_command, ada_lines, session_path, wait_for_index_events
 
 
 
@@ -85,7 +85,7 @@ def test_a_dev_shm_too_small_for_one_thread(tmp_path, target_bin, engine):
     assert s.manifest.document["transport"]["kind"] == "rpc" and len(s.threads[0].index) == 2000
     out = subprocess.run(in_private_shm("512k", *args, "--transport", "shm"),
                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=file_region)
-    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 1 and len(ada_lines(out.stderr)) == 1, out.stderr
     assert "/dev/shm has 0.5 MiB free" in out.stderr and "Traceback" not in out.stderr
 
 

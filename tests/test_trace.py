@@ -14,7 +14,7 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, assert_balanced, assert_verify_clean, describe_status,
+from helpers import (ada_command, ada_lines, assert_balanced, assert_verify_clean, describe_status,
                      function_events, o_direct_works, process_state, read_line, run_ada,
                      session_path, spinning, trace_session as trace, wait_for_index_events)
 
@@ -460,7 +460,7 @@ def test_target_crash_finalizes_everything_before_it(tmp_path, target_bin, engin
 def test_bad_input_is_one_line_and_exit_1(tmp_path, args, message):
     out = run_ada("trace", *args)
     assert out.returncode == 1
-    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    assert len(ada_lines(out.stderr)) == 1 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -482,7 +482,7 @@ def test_the_inline_probes_cut_the_hot_path_short_and_say_so(tmp_path, target_bi
         assert s.manifest.document["end"]["exit_status"] == 3
     out = run_ada("trace", "-o", tmp_path, "-f", target_bin("ends"), "-i", "ends!work",
                   env={**os.environ, "ADA_INLINE_PROBE": "half"})
-    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 1 and len(ada_lines(out.stderr)) == 1, out.stderr
     assert "ADA_INLINE_PROBE=half: expected one of entry, redirect, clock" in out.stderr
 
 
@@ -500,7 +500,7 @@ def test_target_exiting_during_attach_is_one_line_and_exit_1(target_bin):
         assert target.wait(timeout=30) == 0
     finally:
         target.kill()
-    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 1 and len(ada_lines(out.stderr)) == 1, out.stderr
     assert f"the target (pid {target.pid}) exited during attach" in out.stderr
 
 
@@ -519,7 +519,7 @@ def test_without_a_system_compiler_auto_falls_back_to_tinycc_and_external_fails(
     assert "gcc" in s.manifest.document["hot_path"]["toolchain_fallback"]
     assert len(function_events(s, "work")[0]) == 200
     out = run_ada("trace", *args, "--cmodule-toolchain", "external", env=env)
-    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 1 and len(ada_lines(out.stderr)) == 1, out.stderr
     assert "the system toolchain cannot compile the hot path" in out.stderr
 
 
@@ -538,7 +538,7 @@ def test_permission_denied_is_one_line_and_exit_1(tmp_path):
         assert target.poll() is None, "the target must survive a refused attach"
     finally:
         target.kill()
-    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.returncode == 1 and len(ada_lines(out.stderr)) == 1, out.stderr
     assert f"permission denied attaching to pid {target.pid}" in out.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -566,7 +566,7 @@ def test_spawn_finds_the_program_on_path_as_a_shell_would(tmp_path, target_bin):
     assert len(function_events(s, "work")[0]) == 14
     missing = run_ada("trace", "-o", tmp_path / "traces", "-f", "no-such-program-here",
                       "-i", "main", env=env)
-    assert missing.returncode == 1 and missing.stderr.count("\n") == 1, missing.stderr
+    assert missing.returncode == 1 and len(ada_lines(missing.stderr)) == 1, missing.stderr
     assert "cannot spawn no-such-program-here: no such program on PATH" in missing.stderr
 
 
@@ -612,7 +612,7 @@ def test_usage_errors(tmp_path):
                  ["-p", "1", "-i", "f", "-U", "-R"],
                  ["-p", "1", "-i", "f", "--index-io", "direct", "--pre-roll-ms", "10"]):
         out = run_ada("trace", *args)
-        assert out.returncode == 2 and out.stderr.count("\n") == 1, args
+        assert out.returncode == 2 and len(ada_lines(out.stderr)) == 1, args
         assert out.stderr.startswith("ada trace: error: ") and "--help" in out.stderr
 
 
