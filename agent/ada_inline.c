@@ -134,7 +134,10 @@ ada_inline_ours (const ThreadState * t, guint64 sp, guint64 ret)
   return ada_own_call (ret) || (w != 0 && sp < w && w - sp < ADA_OWN_WAIT_SPAN);
 }
 
-void
+/* TRUE when the call's return now goes to the exit stub: x86_64's entry stub then has the
+ * CPU's return predictor expect the exit stub (see PUSHER in ada_inline_x64.js). */
+
+gboolean
 ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
 {
   AdaState * s = &ada_state;
@@ -146,10 +149,10 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   gboolean frida;
 
 #ifdef ADA_PROBE_ENTRY
-  return;
+  return FALSE;
 #endif
   if (ADA_FORKED ())
-    return;
+    return FALSE;
   /* A thread whose first hooked call comes from Frida's code (or ada's, run by Frida's
    * JavaScript thread) is one of Frida's: its Interceptor leaves them alone, and so does
    * this engine, for good; so is one Frida had started when the agent loaded (see
@@ -160,7 +163,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     if (ada_own_call (ret))
     {
       ADA_FOREIGN (gum_tls_key_set_value (s->tls_key, &s->frida));
-      return;
+      return FALSE;
     }
     ADA_FOREIGN (t = ada_first_call ());
   }
@@ -173,7 +176,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     }
     else if (t != &s->registering && t != &s->frida)  /* else not the program's call */
       ada_count (&s->region->overflow_events, 2);
-    return;
+    return FALSE;
   }
   /* Busy: ada's own call, or a signal handler that interrupted this thread inside
    * ada_inline_enter/leave, whose ring and stack writes are half done. Its call runs
@@ -182,7 +185,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   {
     if (!ada_inline_ours (t, sp, ret))
       ada_count (&s->region->skipped_events, 2);
-    return;
+    return FALSE;
   }
   t->busy = 1;
   ADA_COMPILER_BARRIER ();
@@ -192,7 +195,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   {
     ada_count (&s->region->skipped_events, 2);
     t->busy = 0;
-    return;
+    return FALSE;
   }
   ADA_PROBE_NOW (now);  /* once busy: a signal handler's events never come before this one's */
   st = t->inline_stack;
@@ -213,7 +216,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   {
     ADA_COMPILER_BARRIER ();
     t->busy = 0;
-    return;
+    return FALSE;
   }
   if (n >= st->capacity)
   {
@@ -221,7 +224,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
     ada_count (&s->region->skipped_events, 2);
     ADA_COMPILER_BARRIER ();
     t->busy = 0;
-    return;
+    return FALSE;
   }
   frida = ada_own_call (ret);
   e = &st->entries[n];
@@ -251,6 +254,7 @@ ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address
   frame[ADA_ENTRY_RET] = s->inline_exit;
   ADA_COMPILER_BARRIER ();
   t->busy = 0;
+  return TRUE;
 }
 
 /* Returns the address the hooked call really returns to (the exit stub jumps there). */

@@ -19,13 +19,17 @@
  * resort is an int3 and a SIGTRAP handler (_planTrap, ada_inline_trap).
  * One exit stub serves every function: a redirected return lands there; it saves the
  * same registers, calls ada_inline_leave, which gives the real return address, and
- * jumps to it (see JMP_BELOW_RSP). All caller-saved registers, not just the arguments and
+ * returns to it. All caller-saved registers, not just the arguments and
  * results: gcc (-fipa-ra) keeps a caller's values in registers a callee it knows leaves
  * alone, and (stack alignment propagation) calls such a callee with the stack misaligned.
+ * A redirected call goes through PUSHER on its way in, so that both returns are foreseen.
  */
 
 const STUB_BYTES = 512;   /* entry stub (~360 bytes) + relocated prologue and jmp back */
-const JMP_BYTES = 5;      /* jmp rel32 */
+const JMP_BYTES = 5;      /* jmp rel32 (and call rel32) */
+const MOVABS_RAX = new Uint8Array([0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0]).buffer;
+/* jmp qword [rip + 0], then the 8 bytes it reads */
+const JMP_RIP = new Uint8Array([0xff, 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).buffer;
 const SHORT_JMP_BYTES = 2;  /* jmp rel8 */
 const NEAR = 0x7ff00000;  /* a rel32 jump's reach, with room to spare */
 const ENDBR64 = [0xf3, 0x0f, 0x1e, 0xfa];
@@ -36,14 +40,20 @@ const ENTRY_RET = ENTRY_SAVED.length;  /* frame index of the return address */
 const EXIT_RET = EXIT_SAVED.length;
 const XMM_BYTES = 16 * 16;
 /*
- * jmp qword [rsp - 8]: how the exit stub goes back to the caller, once `lea rsp, [rsp + 8]`
- * has popped the real return address without a `ret`. A `ret` there would take the
- * return-stack predictor's next entry (the caller's own return: the hooked function's
- * `ret` into the exit stub used up the entry of its call), a misprediction on every call,
- * and would leave the predictor one entry off for every return above it. The 128-byte red
- * zone below rsp keeps the word from a signal handler's frame meanwhile.
+ * The CPU foresees a `ret` from its return-stack predictor, which each `call` pushes. A
+ * redirected call would leave it one entry short: the hooked function's `ret` goes to the
+ * exit stub, not where the caller's `call` said (a misprediction on every call, about
+ * 15-20 cycles). So the entry stub of a call ada_inline_enter redirected goes through the
+ * PUSHER, a `call` placed just before the exit stub: the predictor then holds the exit
+ * stub above the caller's return, and both returns are foreseen. The call's own push is
+ * dropped at once (PUSHER_BACK), which goes on to the stub's relocated instructions: the
+ * stub left their address RESUME_BELOW bytes below the stack pointer the function is
+ * entered with, in the 128-byte red zone that a signal handler's frame leaves alone.
  */
-const JMP_BELOW_RSP = new Uint8Array([0xff, 0x64, 0x24, 0xf8]).buffer;
+const RESUME_BELOW = 8 * ENTRY_SAVED.length + 8;  /* the word below the entry stub's frame */
+/* lea rsp, [rsp + 8]; jmp qword [rsp - RESUME_BELOW] */
+const PUSHER_BACK = new Uint8Array([0x48, 0x8d, 0x64, 0x24, 0x08,
+                                    0xff, 0x64, 0x24, 0x100 - RESUME_BELOW]).buffer;
 
 /* movdqu [rsp + disp], xmmN (store) or movdqu xmmN, [rsp + disp] (load), N < 16 */
 function movdquRsp(store, n, disp) {
@@ -81,10 +91,13 @@ function putSave(w, saved, frameReg, vectors) {
   }
 }
 
-/* The other half of putSave. */
-function putRestore(w, saved, vectors) {
+/* The other half of putSave; `between` writes code after the vectors are back, while the
+ * stack is still the stub's (rax is free there). */
+function putRestore(w, saved, vectors, between = null) {
   if (vectors)
     putVectors(w, false);
+  if (between !== null)
+    between();
   w.putMovRegReg('rsp', 'rbp');
   for (const reg of [...saved].reverse())
     w.putPopReg(reg);
@@ -215,25 +228,29 @@ class InlineHooksX64 extends InlineHooks {
     this.padding = new CodePadding();
   }
 
+  /* The PUSHER (`call` to PUSHER_BACK) and, right after it, the exit stub: its address. */
   _writeExitStub() {
     const size = 384;
     const at = this._take(null, size);
     const vector = this.vector;
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
-      w.putPushReg('rax');  /* the slot the real return address goes in */
+      w.putCallNearLabel('back');
+      w.putPushReg('rax');  /* the exit stub: the slot the real return address goes in */
       putSave(w, EXIT_SAVED, 'rdi', this.vectors);
       w.putMovRegAddress('rax', vector);
       w.putCallRegOffsetPtr('rax', 8);
       w.putMovRegOffsetPtrReg('rbp', 8 * EXIT_RET, 'rax');
       putRestore(w, EXIT_SAVED, this.vectors);
-      w.putLeaRegRegOffset('rsp', 'rsp', 8);
-      w.putBytes(JMP_BELOW_RSP);
+      w.putRet();
+      w.putLabel('back');
+      w.putBytes(PUSHER_BACK);
       w.flush();
       if (w.offset > size)
         throw new Error('inline exit stub overflows its space');
     });
-    return at;
+    this.pusher = at;
+    return at.add(JMP_BYTES);
   }
 
   /*
@@ -248,8 +265,9 @@ class InlineHooksX64 extends InlineHooks {
     const { key, entries, getspecific, abort } = this._detachedFacts(state);
     Memory.patchCode(at, size, code => {
       const w = new X86Writer(code, { pc: at });
-      w.putRet();  /* enter */
-      w.putPadding(15);
+      w.putXorRegReg('eax', 'eax');  /* enter: FALSE, nothing redirected */
+      w.putRet();
+      w.putPadding(13);
       w.putPushReg('rbx');  /* leave (frame in rdi; the exit stub aligned the stack) */
       w.putPushReg('r12');
       w.putSubRegImm('rsp', 8);
@@ -363,7 +381,18 @@ class InlineHooksX64 extends InlineHooks {
       w.putMovRegAddress('rdx', plan.address);
       w.putMovRegAddress('rax', this.vector);
       w.putCallRegOffsetPtr('rax', 0);
-      putRestore(w, ENTRY_SAVED, this.vectors);
+      w.putTestRegReg('eax', 'eax');  /* redirected? (the flags outlive the restore) */
+      let resumeAt = -1;
+      putRestore(w, ENTRY_SAVED, this.vectors, () => {
+        resumeAt = w.offset + 2;  /* movabs rax, imm64: filled in below */
+        w.putBytes(MOVABS_RAX);
+        w.putMovRegOffsetPtrReg('rbp', -8, 'rax');  /* RESUME_BELOW under the entry's sp */
+      });
+      w.putJccShortLabel('je', 'resume', 'no-hint');
+      const pusherAt = w.offset + 6;  /* jmp qword [rip]; the PUSHER's address: below */
+      w.putBytes(JMP_RIP);
+      w.putLabel('resume');
+      const resume = plan.stub.add(w.offset);
       let n = 0;
       do
         n = r.readOne();
@@ -374,6 +403,8 @@ class InlineHooksX64 extends InlineHooks {
       w.flush();
       if (w.offset > STUB_BYTES)
         throw new Error(`its inline stub overflows its space (${w.offset} bytes)`);
+      mem.add(resumeAt).writePointer(resume);
+      mem.add(pusherAt).writePointer(this.pusher);
     } finally {
       r.dispose();
       w.dispose();
