@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,35 @@ def test_a_stopped_target_is_given_up_sooner_and_named(stopped):
     with pytest.raises(NoAnswer, match=r"\(anchor\): it is stopped .*state T"):
         answers.ask("anchor", never)
     assert time.monotonic() - started < 30
+
+
+def frida_holds(root: Path) -> Path:
+    """A laid-out /proc: pid 10 in a tracing stop, its tracer thread 7 in this very process."""
+    proc = fake_proc(root, 10, 7, {10: ("t", 0)})
+    (proc / "7").mkdir()
+    (proc / "7" / "status").write_text(f"Name:\tpython\nTgid:\t{os.getpid()}\n")
+    return proc
+
+
+def test_a_target_frida_holds_for_good_is_given_up_after_its_own_bound(tmp_path):
+    """Frida's ptrace in ada held a forking parent that faulted inside Frida's agent, for good
+    (the arm64 guest): a moment's hold is Frida's injector at work, a long one is given up."""
+    answers = Answers(10, answer_s=60, not_running_s=0.1, frida_held_s=0.5,
+                      proc=frida_holds(tmp_path))
+    answers.ending.set()
+    started = time.monotonic()
+    with pytest.raises(NoAnswer, match=r"\(stop\): Frida's ptrace, in ada, has held it in a "
+                                       r"tracing stop for \d+ s"):
+        answers.ask("stop", never)
+    assert 0.5 <= time.monotonic() - started < 30
+
+
+def test_a_moments_hold_by_frida_is_not_a_stop(tmp_path):
+    answers = Answers(10, answer_s=0.5, not_running_s=0.1, frida_held_s=60,
+                      proc=frida_holds(tmp_path))
+    answers.ending.set()
+    with pytest.raises(NoAnswer, match=r"^no answer to ada's call \(stop\) in 0.5 s$"):
+        answers.ask("stop", never)
 
 
 def test_a_call_waiting_as_the_recording_ends_is_bounded_from_then():

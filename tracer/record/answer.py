@@ -6,8 +6,9 @@ agent (an RPC, a script's unload, a detach) waits for its answer without end. ad
 recording made those calls and waited with them: a recording whose target was stopped never
 ended, and Ctrl-C only stopped it by leaving at once (the arm64 guest's thirteenth run held
 one for good, its target faulted inside Frida's agent). So ada's calls at the end of a
-recording have a bound: a target seen not running for NOT_RUNNING_S, or silent for ANSWER_S
-whatever it does, is given up, with why. Its hooks come out when it runs again: the agent
+recording have a bound: a target seen not running for NOT_RUNNING_S, held in a tracing stop
+by Frida's own ptrace (in ada) for FRIDA_HELD_S, or silent for ANSWER_S whatever it does, is
+given up, with why. Its hooks come out when it runs again: the agent
 unloads itself when it finds ada gone (ada_ending.js, dispose).
 """
 
@@ -25,6 +26,9 @@ from .leaving import tracer_of
 ANSWER_S = 120.0  # the slowest stop seen (the emulated arm64 machine) answered in seconds
 NOT_RUNNING_S = 2.0  # a process stopped by job control may be continued at once
 LOOK_S = 0.1  # between two looks at the process while a call waits
+# Frida's injector holds a process for a moment; held this long it faulted inside Frida's agent
+# (the arm64 guest's 13th, 15th and 17th runs: held for good). As dying.STUCK_S names it.
+FRIDA_HELD_S = 10.0
 
 T = TypeVar("T")
 
@@ -60,10 +64,13 @@ class Answers:
     Once one call went unanswered, the rest give up at once."""
 
     def __init__(self, pid: int | None = None, answer_s: float = ANSWER_S,
-                 not_running_s: float = NOT_RUNNING_S) -> None:
+                 not_running_s: float = NOT_RUNNING_S, frida_held_s: float = FRIDA_HELD_S,
+                 proc: Path = Path("/proc")) -> None:
         self.pid = pid  # local processes only: whose state is looked at while a call waits
         self.answer_s = answer_s
         self.not_running_s = not_running_s
+        self.frida_held_s = frida_held_s
+        self.proc = proc  # where procfs is (tests lay out their own)
         self.ending = threading.Event()
         self.unanswered: str | None = None  # why a call was given up, once one was
 
@@ -85,7 +92,8 @@ class Answers:
                 done.set()
 
         threading.Thread(target=run, name=f"ada-call-{what}", daemon=True).start()
-        since = stopped_since = None  # when the ending was first seen; the target not running
+        # when the ending was first seen; the target seen not running; seen held by Frida
+        since = stopped_since = held_since = None
         while not done.wait(LOOK_S):
             if self.unanswered is not None:  # another call gave up
                 raise NoAnswer(self.unanswered)
@@ -93,10 +101,17 @@ class Answers:
                 continue
             now = time.monotonic()
             since = since or now
-            why = not_running(self.pid)
+            why = not_running(self.pid, self.proc)
             stopped_since = None if why is None else stopped_since or now
+            held = why is None and self.pid is not None and sys.platform.startswith("linux") \
+                and held_by_frida(self.pid, self.proc) is not None
+            held_since = held_since or now if held else None
             if why is not None and now - stopped_since >= self.not_running_s:
                 self.unanswered = f"no answer to ada's call ({what}): {why}"
+            elif held_since is not None and now - held_since >= self.frida_held_s:
+                self.unanswered = (f"no answer to ada's call ({what}): Frida's ptrace, in ada, "
+                                   f"has held it in a tracing stop for {now - held_since:.0f} s "
+                                   "(a fault inside Frida's agent, when seen)")
             elif now - since >= self.answer_s:
                 self.unanswered = f"no answer to ada's call ({what}) in {self.answer_s:g} s"
             if self.unanswered is not None:
