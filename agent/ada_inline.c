@@ -136,7 +136,6 @@ ada_inline_ours (const ThreadState * t, guint64 sp, guint64 ret)
 
 /* TRUE when the call's return now goes to the exit stub: x86_64's entry stub then has the
  * CPU's return predictor expect the exit stub (see PUSHER in ada_inline_x64.js). */
-
 gboolean
 ada_inline_enter (guint64 function_id, guint64 * frame, guint64 function_address)
 {

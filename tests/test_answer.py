@@ -14,7 +14,7 @@ import pytest
 
 from ada.tracer.record.answer import Answers, NoAnswer, not_running
 from ada.tracer.record.dying import PF_SIGNALED
-from test_dying import fake_proc
+from test_dying import as_thread_of, fake_proc
 
 
 @pytest.fixture
@@ -45,13 +45,10 @@ def test_why_a_process_does_not_run(stopped, tmp_path):
     traced = fake_proc(tmp_path / "b", 10, 7, {10: ("t", 0)})
     assert not_running(10, traced).startswith("its tracer holds it stopped (state t)")
     # Frida's injector, in this very process, holds it a moment: it runs again soon
-    own = fake_proc(tmp_path / "c", 10, 7, {10: ("t", 0)})
-    (own / "7").mkdir()
-    (own / "7" / "status").write_text(f"Name:\tpython\nTgid:\t{os.getpid()}\n")
+    own = as_thread_of(fake_proc(tmp_path / "c", 10, 7, {10: ("t", 0)}), 7, os.getpid())
     assert not_running(10, own) is None
-    own_dying = fake_proc(tmp_path / "d", 10, 7, {10: ("t", PF_SIGNALED)})
-    (own_dying / "7").mkdir()
-    (own_dying / "7" / "status").write_text(f"Name:\tpython\nTgid:\t{os.getpid()}\n")
+    own_dying = as_thread_of(fake_proc(tmp_path / "d", 10, 7, {10: ("t", PF_SIGNALED)}), 7,
+                             os.getpid())
     assert "Frida, in ada itself" in not_running(10, own_dying)  # the thirteenth arm64 run
 
 
@@ -98,10 +95,7 @@ def test_a_stopped_target_is_given_up_sooner_and_named(stopped):
 
 def frida_holds(root: Path) -> Path:
     """A laid-out /proc: pid 10 in a tracing stop, its tracer thread 7 in this very process."""
-    proc = fake_proc(root, 10, 7, {10: ("t", 0)})
-    (proc / "7").mkdir()
-    (proc / "7" / "status").write_text(f"Name:\tpython\nTgid:\t{os.getpid()}\n")
-    return proc
+    return as_thread_of(fake_proc(root, 10, 7, {10: ("t", 0)}), 7, os.getpid())
 
 
 def test_a_target_frida_holds_for_good_is_given_up_after_its_own_bound(tmp_path):
