@@ -14,9 +14,10 @@ import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
-from helpers import (ada_command, ada_lines, assert_balanced, assert_verify_clean, describe_status,
-                     function_events, o_direct_works, process_state, read_line, run_ada,
-                     session_path, spinning, trace_session as trace, wait_for_index_events)
+from helpers import (ada_command, ada_lines, assert_balanced, assert_verify_clean,
+                     describe_descendants, describe_status, function_events, o_direct_works,
+                     process_state, read_line, run_ada, session_path, spinning,
+                     trace_session as trace, wait_for_index_events)
 
 
 
@@ -296,7 +297,7 @@ def test_tracing_clock_gettime_itself(tmp_path, target_bin, engine):
 def assert_ticks_on(proc: subprocess.Popen, before: int, when: str) -> None:
     """tests/targets/ticker.c lives on and counts past tick `before`."""
     ticks = [read_line(proc) for _ in range(5)]
-    assert proc.poll() is None, f"the target died {when}"
+    assert proc.poll() is None, f"the target died {when}: {describe_status(proc.returncode)}"
     assert int(ticks[-1].split()[1]) > before
 
 
@@ -369,7 +370,8 @@ def test_a_target_stopped_as_the_recording_ends_does_not_hold_ada(tmp_path, targ
         before = int(read_line(proc).split()[1])
         deadline = time.monotonic() + 60
         while len(os.listdir(f"/proc/{proc.pid}/task")) > threads_before:
-            assert time.monotonic() < deadline, "Frida's agent stayed in the continued target"
+            assert time.monotonic() < deadline, ("Frida's agent stayed in the continued "
+                                                 "target:\n" + describe_descendants(os.getpid()))
             time.sleep(0.05)
         assert_ticks_on(proc, before, "after it was continued")
     finally:
