@@ -8,6 +8,8 @@ and never spell an offset themselves.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 # --- identity --------------------------------------------------------------
@@ -171,9 +173,22 @@ def split_function_id(fid: int) -> tuple[int, int]:
     return fid >> 32, fid & U32_MAX
 
 
+_checksum: Callable[[bytes | memoryview, int], int] | None = None
+
+
+def load_checksum() -> Callable[[bytes | memoryview, int], int]:
+    """The crc32c package's checksum, imported on first use: its import reads the package's
+    own version from the installed metadata (importlib.metadata, email, csv: about 30 ms here,
+    seconds in the emulated arm64 machine), which the commands that only read should not
+    pay. A writer loads it as it opens (SessionWriter): on a recording's first drain pass it
+    held the drain for the whole of a 1-second recording there, and the threads waited."""
+    global _checksum
+    if _checksum is None:
+        from crc32c import crc32c as checksum
+        _checksum = checksum
+    return _checksum
+
+
 def crc32c(data: bytes | memoryview, value: int = 0) -> int:
-    """The files' checksum (CRC-32C), continued from `value`. The crc32c package is imported
-    on first use: its import takes about 30 ms (it reads its own version from the installed
-    metadata), which the commands that only read should not pay."""
-    from crc32c import crc32c as checksum
-    return checksum(data, value)
+    """The files' checksum (CRC-32C), continued from `value` (see load_checksum)."""
+    return load_checksum()(data, value)

@@ -21,7 +21,7 @@ from .format import (DETAIL_FOOTER, DETAIL_FOOTER_MAGIC, DETAIL_HEADER, DETAIL_M
                      FUNCTION_RECORD_FIXED_SIZE, FUNCTION_RECORD_R1, HEADER_SIZE, INDEX_EVENT,
                      INDEX_EVENT_SIZE, INDEX_FLAG_HAS_DETAIL_FILE, INDEX_FOOTER, INDEX_FOOTER_MAGIC,
                      INDEX_HEADER_R1, INDEX_MAGIC, MAX_STACK_BYTES, NO_DETAIL_SEQ, REVISION_1,
-                     U32_MAX, crc32c)
+                     U32_MAX, crc32c, load_checksum)
 from .direct import DirectStream
 from .errors import WriterError
 from .records import Walk, gather, walk_records
@@ -484,6 +484,7 @@ class SessionWriter:
                  index_go_direct: Callable[[int], bool] | None = None,
                  session_dir: str | os.PathLike | None = None,
                  process_dir: str | None = None) -> None:
+        load_checksum()  # now, not on a recording's first drain pass (format.load_checksum)
         process_dir = process_dir or f"pid_{pid}"
         if session_dir is not None:
             candidate = Path(session_dir) / process_dir

@@ -6,6 +6,7 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,8 +19,6 @@ from helpers import (ada_command, ada_lines, assert_balanced, assert_verify_clea
                      describe_descendants, describe_status, function_events, o_direct_works,
                      process_state, read_line, run_ada, session_path, spinning,
                      trace_session as trace, wait_for_index_events)
-
-
 
 
 def test_exact_count_one_thread(tmp_path, target_bin, engine):
@@ -38,6 +37,42 @@ def test_exact_count_one_thread(tmp_path, target_bin, engine):
                                  "undelivered_detail_bytes": 0}
     assert s.manifest.document["threads"][0]["index_events"] == 2 * n
     assert_verify_clean(s.path)
+
+
+# Run as `ada trace`, and write the modules first imported by a thread other than the main one.
+IMPORTS_OFF_MAIN = """
+import json, sys, threading
+seen = []
+def look(event, args):
+    if event == "import" and args[0] not in sys.modules and \\
+            threading.current_thread() is not threading.main_thread():
+        seen.append([threading.current_thread().name, args[0]])
+sys.addaudithook(look)
+out, sys.argv = sys.argv[1], ["ada", *sys.argv[2:]]
+from ada.tracer.cli import entry_point
+try:
+    entry_point()
+finally:
+    open(out, "w").write(json.dumps(seen))
+"""
+
+
+def test_the_drain_imports_nothing_while_it_records(tmp_path, target_bin, engine):
+    """A module imported by the drain as its first pass starts holds the drain for as long as
+    the import takes, while the program's threads fill their rings. The crc32c package's import
+    (importlib.metadata, email, csv) took seconds in the emulated arm64 machine, the whole of a
+    1-second recording: every thread waited once, until the end (2 waits where there were
+    hundreds). Everything the recording's threads need is imported before the hooks go in."""
+    gate, seen = tmp_path / "gate", tmp_path / "imports.json"
+    with spinning(target_bin("inline_cases"), gate) as proc:
+        argv = ada_command("trace", *engine, "-q", "-o", tmp_path / "traces", "-p", proc.pid,
+                           "-i", "inline_cases!work", "--duration", "0.5")[3:]
+        out = subprocess.run([sys.executable, "-c", IMPORTS_OFF_MAIN, seen, *argv],
+                             capture_output=True, text=True, timeout=300)
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+    assert out.returncode == 0, out.stderr
+    assert json.loads(seen.read_text()) == []
 
 
 def test_the_functions_ada_itself_calls_can_be_hooked(tmp_path, target_bin, engine):
