@@ -975,17 +975,20 @@ def test_the_children_forked_read_from_the_region_keep_order_and_count_the_rest(
 
 
 class SlowAgentDevice:
-    """A device whose agent misses Frida's 5 s answer `misses` times, then attaches."""
+    """A device whose agent misses Frida's 5 s answer `misses` times, then attaches; or,
+    with `then`, raises that error (the process died meanwhile, as Frida's next try says)."""
     type = "local"
 
-    def __init__(self, misses: int) -> None:
-        self.misses, self.calls = misses, 0
+    def __init__(self, misses: int, then: Exception | None = None) -> None:
+        self.misses, self.calls, self.then = misses, 0, then
 
     def attach(self, pid):
         self.calls += 1
         if self.calls <= self.misses:
             raise frida.ProcessNotRespondingError(
                 "unexpectedly timed out trying to sync up with agent")
+        if self.then is not None:
+            raise self.then
         return ("session", pid)
 
 
@@ -1003,6 +1006,22 @@ def test_an_agent_that_did_not_answer_in_time_is_attached_again_while_the_proces
     with pytest.raises(frida.ProcessNotRespondingError):
         attach(device, gone.pid)
     assert device.calls == 1  # a process that is gone is not attached again
+
+
+def test_a_process_that_died_after_a_missed_answer_is_explained_by_the_miss(monkeypatch):
+    """The arm64 guest: Frida's agent missed its 5 s, Frida unmapped its loader under the
+    loader thread, the program died, and the next try said only "unable to find process".
+    The miss is what the user is told; an error with the process alive is not replaced."""
+    alive = iter([True, False])  # alive after the miss, dead after the second try
+    monkeypatch.setattr("ada.tracer.record.devices.target_alive", lambda d, p: next(alive))
+    died = SlowAgentDevice(misses=1, then=frida.ProcessNotFoundError("unable to find process"))
+    with pytest.raises(frida.ProcessNotRespondingError, match="sync up with agent"):
+        attach(died, 12345)
+    assert died.calls == 2
+    monkeypatch.setattr("ada.tracer.record.devices.target_alive", lambda d, p: True)
+    refused = SlowAgentDevice(misses=1, then=frida.PermissionDeniedError("denied"))
+    with pytest.raises(frida.PermissionDeniedError):
+        attach(refused, 12345)
 
 
 def test_every_shortfall_of_the_thread_hold_is_in_the_manifest_and_warned_of():

@@ -108,15 +108,26 @@ ATTACH_TRIES = 3
 def attach(device: frida.core.Device, pid: int,
            info: Callable[[str], None] = lambda m: None) -> frida.core.Session:
     """device.attach(pid), tried again while the process lives when Frida's agent did not
-    answer in time (ProcessNotRespondingError: a slow or busy machine); other errors raise."""
+    answer in time (ProcessNotRespondingError: a slow or busy machine); other errors raise.
+
+    If a later try fails because the process died meanwhile, the first timeout is raised:
+    it is what explains. (On a timeout Frida's injector unmaps its loader while the loader
+    may still run in it; the program then dies with pc = lr in that page, docs/platforms.md.
+    The later try only says "no such process" or "unable to find suitable code pages".)"""
+    missed: frida.ProcessNotRespondingError | None = None
     for attempt in range(1, ATTACH_TRIES + 1):
         try:
             return device.attach(pid)
         except frida.ProcessNotRespondingError as e:
             if attempt == ATTACH_TRIES or not target_alive(device, pid):
                 raise
+            missed = missed or e
             info(f"Frida's agent did not answer in time ({describe_frida_error(e)}): "
                  f"attaching again ({attempt + 1} of {ATTACH_TRIES})")
+        except Exception:  # frida's errors share no base of their own
+            if missed is not None and not target_alive(device, pid):
+                raise missed from None
+            raise
     raise AssertionError("unreachable")
 
 
