@@ -498,8 +498,7 @@ class ThreadHold {
  *   thread in the hold's handler runs in the CModule after it is counted out, so once
  *   ada_hold_remove has cleared the handler and seen no thread inside, the CModule can go.
  *   (The handler itself in the CModule, a thread counted out there still had to return
- *   through it: that thread met freed code as ada left, SIGSEGV with pc equal to lr, three
- *   of the arm64 runs.)
+ *   through it: that thread met freed code as ada left, SIGSEGV with pc equal to lr.)
  */
 let lasting = null;
 

@@ -207,7 +207,7 @@ def test_hooks_go_in_and_out_while_threads_run_the_first_bytes(tmp_path, target_
 def test_held_threads_slow_to_leave_outlive_ada(tmp_path, target_bin, engine):
     """The CModule that holds the threads (ada_hold.c) is freed as ada leaves. A thread let
     go but still on its way out of the handler then runs freed code: SIGSEGV with pc equal to
-    lr, three of the arm64 runs. ADA_TEST_HOLD_LINGER_MS makes each held thread linger 100 ms
+    lr. ADA_TEST_HOLD_LINGER_MS makes each held thread linger 100 ms
     in the handler after it is let go; the hold's entry, outside the CModule, counts it until
     it is out, and ada waits for that. With the count lowered before the linger (as it was,
     in the CModule, before the thread had left it) the program died in 5 of 6 cases here."""
