@@ -231,6 +231,34 @@ ada_hold_pc (guint32 k)
   return k < ada_hold_load (&h->count) && ada_hold_load (&h->seen[k]) == 1 ? h->pcs[k] : 0;
 }
 
+/* size bytes at `at`, one aligned 8-byte store per word they touch: bytes that lie in one
+ * word (an arm64 head, always; an x86_64 jump that does not cross a word) change in one
+ * store. The hold stops only the threads on a CPU: one asleep in a system call may wake
+ * and run these bytes while they change, and must see them old or new, never half of each
+ * (arm64, byte by byte: the head's `adrp x2` became, for a moment, an `adrp` of another
+ * register, and the next load read address 0x68). Words never cross a page, so every word
+ * lies in the pages made writable. */
+static void
+ada_hold_put (guint8 * at, const guint8 * bytes, guint64 size)
+{
+  guint8 * end = at + size;
+  guint8 * word;
+
+  for (word = (guint8 *) ((gsize) at & ~(gsize) 7); word < end; word += 8)
+  {
+    guint64 value = *(volatile guint64 *) word;
+    guint8 * v = (guint8 *) &value;
+    guint32 k;
+
+    for (k = 0; k < 8; k++)
+    {
+      if (word + k >= at && word + k < end)
+        v[k] = bytes[word + k - at];
+    }
+    *(volatile guint64 *) word = value;
+  }
+}
+
 /* Write n pieces of code, entries {at, bytes, size} (the pages writable), while held: no
  * allocation, no lock, so the threads wait microseconds. */
 void
@@ -242,10 +270,9 @@ ada_hold_write (const guint64 * entries, guint32 n)
   {
     guint8 * at = (guint8 *) (gsize) entries[3 * i];
     const guint8 * bytes = (const guint8 *) (gsize) entries[3 * i + 1];
-    guint64 size = entries[3 * i + 2], k;
+    guint64 size = entries[3 * i + 2];
 
-    for (k = 0; k < size; k++)
-      ((volatile guint8 *) at)[k] = bytes[k];
+    ada_hold_put (at, bytes, size);
     gum_clear_cache (at, size);
   }
 }

@@ -239,6 +239,36 @@ def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
     assert_balanced(work)
 
 
+def test_a_functions_first_bytes_change_in_one_store_each_way(tmp_path, target_bin):
+    """ada's thread hold stops the threads on a CPU while it writes a head; a thread asleep
+    in a system call is left alone and may wake and run the head meanwhile. So a head that
+    fits an aligned 8-byte word (an arm64 `b` always; here an x86_64 jump too) must change in
+    one store as it goes in, and one as it comes out: written byte by byte, an arm64 program
+    calling work() between sleeps died now and then (its `adrp x2` torn into an `adrp` of
+    another register, then a read of address 0x68). The CPU's own write watchpoints count
+    the stores (tests/targets/headwrites.c)."""
+    proc = subprocess.Popen([target_bin("headwrites")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        first = read_line(proc)
+        if first.startswith("unsupported"):
+            pytest.skip(f"no write watchpoints here ({first.strip()})")
+        assert first == "ready\n"
+        s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "headwrites!work",
+                     "--duration", "1")
+        proc.stdin.write("report\n")
+        proc.stdin.flush()
+        said = read_line(proc)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    m = s.manifest.document
+    assert m["end"]["reason"] == "duration" and m["hook_failures"] == [], m["end"]
+    assert len(function_events(s, "work")[0]) >= 2000  # the head did change: calls recorded
+    assert said == "stores 2\n", said  # in, and out
+
+
 def test_ada_waiting_for_room_is_not_the_program_losing_calls(tmp_path, target_bin):
     """Two threads spin into 4 KB rings, so ada waits for room again and again. Its wait
     sleeps in nanosleep, which calls clock_nanosleep (glibc); with libc's sleeps
