@@ -3,6 +3,7 @@
 import json
 import os
 import platform
+import select
 import shutil
 import signal
 import subprocess
@@ -336,6 +337,33 @@ def assert_ticks_on(proc: subprocess.Popen, before: int, when: str) -> None:
     assert int(ticks[-1].split()[1]) > before
 
 
+def assert_continued_without_agent(proc: subprocess.Popen, threads_before: int) -> None:
+    """tests/targets/ticker.c, stopped while ada gave it up, continued: Frida's agent leaves
+    it within 60 s (back to `threads_before` threads) and it ticks on."""
+    os.kill(proc.pid, signal.SIGCONT)
+    before = int(read_line(proc).split()[1])
+    deadline = time.monotonic() + 60
+    while len(os.listdir(f"/proc/{proc.pid}/task")) > threads_before:
+        assert time.monotonic() < deadline, ("Frida's agent stayed in the continued target:\n"
+                                             + describe_descendants(os.getpid()))
+        time.sleep(0.05)
+    assert_ticks_on(proc, before, "after it was continued")
+
+
+def stop_target_then_interrupt(proc: subprocess.Popen, ada: subprocess.Popen) -> tuple[str, str]:
+    """SIGSTOP the target, then Ctrl-C ada: its (stdout, stderr) once it exits, or fail
+    after 90 s with where ada's threads wait (PYTHONFAULTHANDLER, SIGABRT)."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    while process_state(proc.pid) != "T":
+        time.sleep(0.01)
+    ada.send_signal(signal.SIGINT)
+    try:
+        return ada.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        ada.send_signal(signal.SIGABRT)
+        raise AssertionError(f"ada waited on the stopped target:\n{ada.communicate()[1]}") from None
+
+
 def test_attach_to_running_program_which_keeps_running(tmp_path, target_bin, engine):
     proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
     try:
@@ -378,15 +406,7 @@ def test_a_target_stopped_as_the_recording_ends_does_not_hold_ada(tmp_path, targ
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
         wait_for_index_events(out_dir, 2000)
-        os.kill(proc.pid, signal.SIGSTOP)
-        while process_state(proc.pid) != "T":
-            time.sleep(0.01)
-        ada.send_signal(signal.SIGINT)
-        try:
-            stdout, stderr = ada.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            ada.send_signal(signal.SIGABRT)
-            raise AssertionError(f"ada waited on the stopped target:\n{ada.communicate()[1]}")
+        stdout, stderr = stop_target_then_interrupt(proc, ada)
         print(stderr)
         assert ada.returncode == 0, stderr
         assert "warning: no answer to ada's call" in stderr
@@ -401,14 +421,39 @@ def test_a_target_stopped_as_the_recording_ends_does_not_hold_ada(tmp_path, targ
         else:  # what it wrote after the last pull is in its rings, uncounted: not clean
             assert (end["clean"], end["undelivered_events"]) == (False, None)
             assert "no answer" in s.manifest.document["transport"]["last_error"]
-        os.kill(proc.pid, signal.SIGCONT)
-        before = int(read_line(proc).split()[1])
-        deadline = time.monotonic() + 60
-        while len(os.listdir(f"/proc/{proc.pid}/task")) > threads_before:
-            assert time.monotonic() < deadline, ("Frida's agent stayed in the continued "
-                                                 "target:\n" + describe_descendants(os.getpid()))
-            time.sleep(0.05)
-        assert_ticks_on(proc, before, "after it was continued")
+        assert_continued_without_agent(proc, threads_before)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_ctrl_c_while_attaching_to_a_stopped_target_does_not_hold_ada(tmp_path, target_bin):
+    """Ctrl-C while ada attaches, its target stopped meanwhile (a debugger, Ctrl-Z): undoing
+    the hooks needs calls the target cannot answer. ada waited for them for ever (found with
+    the target slowed to 5 % of a CPU and stopped as its hooks went in). They are bounded as
+    at a recording's end: ada says why and that nothing was recorded, and exits 130;
+    continued, the target runs on and its agent leaves. ADA_TEST_PIPELINE_DELAY_S holds ada
+    in its attach, as a slow machine does."""
+    proc = subprocess.Popen([target_bin("ticker")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc).startswith("tick")
+        threads_before = len(os.listdir(f"/proc/{proc.pid}/task"))
+        ada = subprocess.Popen(ada_command("trace", "-o", tmp_path / "traces", "-p", proc.pid,
+                                           "-i", "ticker!work"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "ADA_TEST_PIPELINE_DELAY_S": "60",
+                                    "PYTHONFAULTHANDLER": "1"})
+        said, deadline = [], time.monotonic() + 120
+        while not any("; recording (" in line for line in said):
+            assert time.monotonic() < deadline and ada.poll() is None, "".join(said)
+            if select.select([ada.stderr], [], [], 0.2)[0]:
+                said.append(ada.stderr.readline())
+        _, stderr = stop_target_then_interrupt(proc, ada)
+        print(stderr)
+        assert ada.returncode == 130, stderr
+        assert "ada: interrupted while attaching: nothing was recorded" in stderr
+        assert "no answer to ada's call (unload): it is stopped" in stderr
+        assert_continued_without_agent(proc, threads_before)
     finally:
         proc.kill()
         proc.wait()

@@ -153,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
     device = open_device(args)
     recording = Recording(device, target, options, warn=status.warn, info=status.info,
                           on_attached=lambda session: setup_peer_connection(session, args))
-    recording.prepare()
+    try:
+        recording.prepare()
+    except KeyboardInterrupt:  # before the first event was taken: there is nothing to keep
+        status.info("interrupted while attaching: nothing was recorded")
+        return 130
 
     stops: list[int] = []  # the stop signals taken so far
 

@@ -519,7 +519,10 @@ class Recorder:
             pass
 
     def _abandon(self) -> None:
-        """Undo a failed prepare(): no hooks left behind, no suspended orphan."""
+        """Undo a failed prepare(): no hooks left behind, no suspended orphan. An ending: the
+        calls it makes are bounded (answer.py), as a stop's are, so a target stopped as the
+        hooks went in (a debugger, Ctrl-Z) cannot hold ada here."""
+        self.answers.ending.set()
         if self.pid is not None and self.suspended and not self.spawned and \
                 self.frida_session is not None and not self._detached:
             # A child held at its fork goes on, untraced: its hooks go first, then it is
@@ -536,6 +539,9 @@ class Recorder:
                         self.device.resume(self.pid)
                 except FRIDA_ERRORS:
                     pass
+        if self.answers.unanswered is not None:
+            self.warn(f"{self.answers.unanswered}. ada left the process as it was: its hooks "
+                      "come out when it runs again")
         if self.pipeline is not None:
             self.pipeline.close()
         elif self.space is not None:
