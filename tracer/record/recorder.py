@@ -42,6 +42,7 @@ from .pipeline import Pipeline, RecordingStatus, RingSpace, Summaries, inline_pr
 from .protocol import read_message
 from .rings import clock_ns
 from .selection import describe_missed, describe_selection
+from .shield import shielded
 from .transport import resolve_transport
 
 
@@ -178,7 +179,8 @@ class Recorder:
         """Attach (spawning first for -f), load the agent, resolve and hook. Raises TracerError."""
         _check_output_dir(self.options.output)
         try:
-            self._attach()
+            with shielded(self.info):  # Frida's spawn and injection are not cut short
+                self._attach()
             self.answers.pid = self.pid if self.device.type == "local" else None
             self._load_agent()
             self._hook()
@@ -252,10 +254,11 @@ class Recorder:
 
     def _load_agent(self) -> None:
         assert self.frida_session is not None
-        self.script = self.frida_session.create_script(agent_script(), name="ada-agent",
-                                                       runtime="qjs")
-        self.script.on("message", self._on_message)
-        self.script.load()
+        with shielded(self.info):
+            self.script = self.frida_session.create_script(agent_script(), name="ada-agent",
+                                                           runtime="qjs")
+            self.script.on("message", self._on_message)
+            self.script.load()
         self.space = RingSpace(self.options, self.transport, self.info)
         self.agent_info = self.space.configure_agent(
             self.script, resolve_toolchain(self.options.toolchain, self.device),
