@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     except TracerError as e:  # a subcommand's arguments could not be set up (trace without Frida)
         print(f"ada: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C as a subcommand's modules load: nothing was done
+        return 130
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
