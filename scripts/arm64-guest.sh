@@ -17,8 +17,8 @@ site=$(/opt/ada-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths(
 echo /opt/ada-src > "$site/ada-checkout.pth"
 cat > /usr/local/bin/ada <<'EOF'
 #!/opt/ada-venv/bin/python
-from ada.tracer.cli import entry_point
-entry_point()
+from ada.__main__ import main
+main()
 EOF
 chmod 755 /usr/local/bin/ada
 

@@ -41,3 +41,18 @@ def test_a_second_ctrl_c_interrupts_the_block_at_once():
 
 def test_no_ctrl_c_no_interruption():
     assert run(0)[:3] == ["the block finished", "handler restored: True", "said: []"]
+
+
+def test_ctrl_c_wrapped_by_an_import_is_still_ctrl_c():
+    """dataclasses wrap a KeyboardInterrupt in a class's creation in a RuntimeError (seen in
+    the emulated arm64 machine's slow imports): the command exits 130 for it, not 1."""
+    from ada.tracer.cli import _interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error calling __set_name__") from e
+    except RuntimeError as wrapped:
+        assert _interrupted(wrapped)
+    assert not _interrupted(RuntimeError("a real error"))

@@ -76,9 +76,8 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except TracerError as e:  # a subcommand's arguments could not be set up (trace without Frida)
         print(f"ada: error: {e}", file=sys.stderr)
         return 1
@@ -102,4 +101,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as e:  # Ctrl-C inside an import can come out wrapped (RuntimeError)
+        if not _interrupted(e):
+            raise
+        sys.exit(130)
+
+
+def _interrupted(e: BaseException | None) -> bool:
+    """Whether `e` is, or was caused by, Ctrl-C: dataclasses turn a KeyboardInterrupt in a
+    class's creation into a RuntimeError ("Error calling __set_name__"), as an emulated
+    machine's slow imports showed."""
+    while e is not None:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
