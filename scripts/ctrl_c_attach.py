@@ -12,8 +12,8 @@ SIGSEGV; the program dead; twice the program keeping Frida's agent), all with SI
 the attach; with it, none in 90 (`--runs 60 --window 0.3 1.5`, then 30 with 0.3 1.2). In the
 emulated arm64 machine (`scripts/arm64.sh`, --window 1 8), where Python's imports alone take
 seconds, Ctrl-C while they ran printed tracebacks (4 of 10): ada/__main__.py now holds it
-back until they are loaded; then 1 of 12 (argparse's setup, now inside the catch), and none
-of 12 on x86_64 with --window 0.1 1.0 after that.
+back until they are loaded; then 1 of 12 (argparse's setup, now inside the catch). After
+that (217d258): none of 12 there (--window 0.5 8), none of 12 on x86_64 (--window 0.1 1.0).
 """
 
 from __future__ import annotations
