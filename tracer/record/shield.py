@@ -2,9 +2,9 @@
 
 A Frida call from Python waits on an event that Ctrl-C interrupts, while the call itself goes
 on in Frida's thread. Interrupted in a spawn or an attach, ada went on to exit while Frida's
-injector was still at work in the target (ptrace, its loader): in about one try in twenty
-at random moments of an attach (x86_64, 2026-11-29), the program died, or kept Frida's agent
-with no host. So while Frida injects, the first Ctrl-C only asks: the call finishes, and then
+injector was still at work in the target (ptrace, its loader): in 4 tries of 100 at random
+moments of an attach (scripts/ctrl_c_attach.py, x86_64, 2026-11-29), ada died of SIGSEGV, or
+the program died, or it kept Frida's agent with no host. So while Frida injects, the first Ctrl-C only asks: the call finishes, and then
 the interruption is raised, where undoing the attach is safe (recorder.py, _abandon). A
 second Ctrl-C quits at once, as during a stop that cannot finish.
 """
