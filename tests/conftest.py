@@ -72,13 +72,23 @@ def engine(request):
     return ["--hook-engine", request.param]
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_logreport(report):
     """In the arm64 guest (scripts/arm64-tests.sh) a whole run takes hours and may be cut
     short, which loses the failures pytest keeps for its summary: each is shown as it
-    happens."""
-    report = (yield).get_result()
-    if report.failed and os.environ.get("ADA_ARM64_GUEST"):
-        item.config.pluginmanager.get_plugin("terminalreporter").write_line(
+    happens. This hook, not makereport: with pytest-xdist only the controller's terminal is
+    seen, and it gets each worker's report here."""
+    if not (report.failed and os.environ.get("ADA_ARM64_GUEST")):
+        return
+    terminal = _config.pluginmanager.get_plugin("terminalreporter") if _config else None
+    if terminal is not None and not hasattr(_config, "workerinput"):
+        terminal.write_line(
             f"\n--- {report.nodeid} failed ({report.when}):\n{report.longreprtext[-8000:]}\n"
             f"--- its output:\n{report.capstdout[-6000:]}{report.capstderr[-2000:]}\n---")
+
+
+_config = None
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
