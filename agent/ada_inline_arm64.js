@@ -18,8 +18,17 @@
  * pacibsp) is left to Frida's Interceptor: the exit stub's address would fail its check.
  * One exit stub serves every function: a redirected return lands there with sp where the
  * function entered; it saves the same registers, calls ada_inline_leave, which gives the
- * real return address, and returns to it. The stubs use x16 and x17 only after saving
- * them.
+ * real return address, and returns to it.
+ *
+ * Both returns foreseen: the CPU foresees a `ret` from its return-address stack, which each
+ * `bl`/`blr` pushes. A redirected call would leave it one entry short: the function's `ret`
+ * goes to the exit stub where the caller's `bl` said the caller, and the exit stub's `ret`
+ * then pops the entry of the return above, and so on up. So a call ada_inline_enter
+ * redirected (it returns TRUE) enters its trampoline through the PUSHER, a `blr x17` placed
+ * just before the exit stub: it sets x30 to the exit stub and pushes that, above the
+ * caller's entry. Like Frida's Interceptor, the entry stub leaves x16 and x17 changed (the
+ * AAPCS64's intra-procedure-call scratch registers, which a veneer may change before any
+ * call anyway); every other register reaches the function as the caller left it.
  */
 
 const A64_STUB_BYTES = 512;    /* entry stub (~300 bytes) + relocated instruction, b back, literals */
@@ -29,6 +38,9 @@ const A64_FRAME_Q = 512;       /* q0-q31 */
 const A64_RET = 21;
 const A64_BTI = [0xd503241f, 0xd503245f, 0xd503249f, 0xd50324df];   /* bti, bti c, j, jc */
 const A64_PAC_SP = [0xd503233f, 0xd503237f];                        /* paciasp, pacibsp */
+const A64_ADR_X17_12 = 0x10000071;  /* adr x17, .+12 */
+const A64_BLR_X17 = 0xd63f0220;
+const A64_MOVZ_W0_0 = 0x52800000;
 
 /* Save what a stub keeps of the caller's registers; afterwards sp + A64_FRAME_Q is the
  * frame ada_platform.c describes (its last slot ends at the sp the stub was entered with). */
@@ -100,13 +112,15 @@ class InlineHooksArm64 extends InlineHooks {
     const at = this._take(null, size);
     const vector = this.vector;
     a64Write(at, size, 'exit stub', w => {
+      w.putInstruction(A64_BLR_X17);  /* the PUSHER: x30 = the exit stub, right after it */
       a64Save(w);
       a64CallVector(w, vector, 1, 'x0');
       w.putStrRegRegOffset('x0', 'sp', A64_FRAME_Q + 8 * A64_RET);  /* the real return address */
       a64Restore(w);
       w.putRet();
     });
-    return at;
+    this.pusher = at;
+    return at.add(4);
   }
 
   /*
@@ -120,8 +134,9 @@ class InlineHooksArm64 extends InlineHooks {
     const at = this._take(null, size);
     const { key, entries, getspecific, abort } = this._detachedFacts(state);
     a64Write(at, size, 'detached code', w => {
-      w.putRet();  /* enter */
-      w.putNop(); w.putNop(); w.putNop();
+      w.putInstruction(A64_MOVZ_W0_0);  /* enter: FALSE, nothing redirected */
+      w.putRet();
+      w.putNop(); w.putNop();
       w.putPushRegReg('x29', 'x30');  /* leave (the frame in x0) */
       w.putPushRegReg('x19', 'x20');
       w.putMovRegReg('x19', 'x0');
@@ -178,7 +193,14 @@ class InlineHooksArm64 extends InlineHooks {
       w.putLdrRegU64('x0', uint64(plan.functionId));
       w.putLdrRegAddress('x2', plan.address);
       a64CallVector(w, this.vector, 0, 'x1');
+      /* redirected? (a gboolean: w0) carried through the restore in x17's slot */
+      w.putStrRegRegOffset('x0', 'sp', A64_FRAME_Q + 8 * 17);
       a64Restore(w);
+      w.putCbzRegLabel('w17', 'trampoline');
+      w.putInstruction(A64_ADR_X17_12);  /* x17 = the trampoline, three instructions on */
+      w.putLdrRegAddress('x16', this.pusher);
+      w.putBrReg('x16');
+      w.putLabel('trampoline');
       if (r.readOne() === 0)
         throw new Error(`cannot read the instruction at ${plan.target}`);
       r.writeAll();
