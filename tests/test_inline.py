@@ -233,8 +233,10 @@ def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
             proc.kill()
     (park,) = [ev for ev in function_events(s, "park").values() if len(ev)]  # its thread
     kinds = park["event_kind"].tolist()
-    assert kinds[:-1] == [F.EVENT_CALL, F.EVENT_RETURN] * (len(kinds) // 2)
-    assert kinds[-1] == F.EVENT_CALL  # open as ada left
+    times = (park["timestamp_ns"] - park["timestamp_ns"][0]) // 1_000_000
+    seen = f"park's events (kind, ms): {list(zip(kinds, times.tolist()))}"
+    assert kinds[:-1] == [F.EVENT_CALL, F.EVENT_RETURN] * (len(kinds) // 2), seen
+    assert kinds[-1] == F.EVENT_CALL, seen  # open as ada left
     (work,) = [ev for ev in function_events(s, "work").values() if len(ev)]
     assert_balanced(work)
 
