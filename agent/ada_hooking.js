@@ -635,8 +635,12 @@ const AgentHooking = {
    * script, and the hot path with it, is unloaded next.
    */
   _leaveInline() {
-    this.inline.unhook();
+    /* detach first: the recording ends at one instant for every function and thread. Put
+     * back first, a call open then could still record its return (through the exit stub,
+     * the agent still in the vector) while no new call was recorded: in the arm64 guest a
+     * 300 ms call returned in that window (run 27), so its last call showed closed. */
     this.inline.detach();
+    this.inline.unhook();
     const L = this.layout;
     const deadline = Date.now() + 200;
     Thread.sleep(0.01);
