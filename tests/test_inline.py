@@ -241,6 +241,30 @@ def test_a_call_open_when_ada_leaves_returns_safely(tmp_path, target_bin):
     assert_balanced(work)
 
 
+def test_the_recording_ends_at_one_instant_so_a_call_open_then_stays_open(tmp_path, target_bin):
+    """A call ada redirected to watch_head() spins until the function's first bytes are put
+    back, then returns through the exit stub. ada leaves by pointing the stubs' vector at the
+    detached code first and putting the heads back after, so that return is not recorded: the
+    recording ends at one instant. Put back first (until 2026-11-29), the return still reached
+    the agent while no new call could: a call open as ada left showed closed (the arm64
+    guest's run 27, park() in the test above)."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([target_bin("inline_cases"), "watched", gate],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc) == "watching\n"
+        s, _ = trace(tmp_path, *INLINE, "-p", proc.pid, "-i", "inline_cases!watch_head",
+                     "--duration", "1")
+        gate.touch()
+        assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "ok\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert s.manifest.document["end"]["reason"] == "duration"
+    (watched,) = [ev for ev in function_events(s, "watch_head").values() if len(ev)]
+    assert watched["event_kind"].tolist() == [F.EVENT_CALL]  # the one redirected call, open
+
+
 def test_a_functions_first_bytes_change_in_one_store_each_way(tmp_path, target_bin):
     """ada's thread hold stops the threads on a CPU while it writes a head; a thread asleep
     in a system call is left alone and may wake and run the head meanwhile. So a head that

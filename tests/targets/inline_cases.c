@@ -8,6 +8,9 @@
  *   parked GATE   a second thread calls park() (300 ms each) until the file GATE exists
  *                 (ada leaves meanwhile, with a call open); main calls work() every ms
  *                 until then; prints "ok" after
+ *   watched GATE  main calls watch_head() until the file GATE exists; a call ada redirected
+ *                 (its return address is not in a module) spins until its first bytes are
+ *                 what they were at the start (ada put them back); prints "watching", "ok"
  *   handlers N    N times: sigaction(SIGUSR1), signal(SIGUSR2), work(), then raise each
  *                 signal (their handlers call in_handler()); prints "handler <calls>"
  *                 (Frida's own exception handling replaces sigaction and signal)
@@ -16,6 +19,7 @@
  *                 it, and puts it back); prints "spinning", then "calls <n>"
  * Every function is noinline and exported (-rdynamic). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -117,6 +121,18 @@ __attribute__((noinline)) long park(long x)
   return x + 1;
 }
 
+static unsigned long long head_before;  /* watch_head's first 8 bytes, before ada came */
+
+__attribute__((noinline)) long watch_head(long x)
+{
+  Dl_info where;
+  if (dladdr(__builtin_return_address(0), &where) != 0)
+    return x + 1;  /* returns into this program: a call ada did not redirect */
+  while (*(volatile unsigned long long *) (void *) watch_head != head_before)
+    sink++;        /* redirected: until ada puts the first bytes back */
+  return x + 1;
+}
+
 static void *parked(void *arg)  /* inside park() most of the time, in calls ada redirected */
 {
   (void) arg;
@@ -200,6 +216,14 @@ int main(int argc, char **argv)
     pthread_create(&t, NULL, on_altstack, NULL);
     pthread_join(t, NULL);
     printf("handler %ld above %d\n", handled, altstack_above);
+  } else if (strcmp(how, "watched") == 0) {
+    gate = argv[2];
+    memcpy(&head_before, (void *) watch_head, sizeof head_before);
+    printf("watching\n");
+    fflush(stdout);
+    for (long i = 0; access(gate, F_OK) != 0; i++)
+      watch_head(i);
+    printf("ok\n");
   } else if (strcmp(how, "parked") == 0) {
     gate = argv[2];
     pthread_t t;
