@@ -2,7 +2,8 @@
 """Drain benchmark: the host side of --detail alone, without Frida or a target.
 
 Run: .venv/bin/python scripts/bench_drain.py [--gb N] [--out DIR] [--tsc] [--direct]
-     .venv/bin/python scripts/bench_drain.py --index-only [--events N] [--tsc]   (no --detail)
+     .venv/bin/python scripts/bench_drain.py --index-only [--events N] [--pass-events N] [--tsc]
+                                                                                 (no --detail)
 This script plays the producer (tests/fake_region.py's FakeAgent): it fills one thread's
 index and detail rings (in an ordinary buffer laid out as the shared region) with valid records,
 a pass's worth at a time, and times only Drain.drain_once(), the code that runs in `ada trace
@@ -55,6 +56,10 @@ def main() -> None:
                          "at half full, as `ada trace` without --detail runs")
     ap.add_argument("--events", type=int, default=40_000_000,
                     help="with --index-only: index events to push (default 40 M: 20 M calls)")
+    ap.add_argument("--pass-events", type=int, default=None,
+                    help="with --index-only: events a pass finds (default half the ring, as "
+                         "the producer's wake; flat out, `ada trace` finds about 3,500: what a "
+                         "pass costs beyond its events then counts)")
     args = ap.parse_args()
     if args.index_only:
         index_only(args)
@@ -116,7 +121,9 @@ def index_only(args: argparse.Namespace) -> None:
     session = SessionWriter(base, 1, arch=ARCH_X86_64, os_id=OS_LINUX,
                             clock_type=CLOCK_BOOTTIME)
     drain = Drain(agent.reader, session, None)
-    per_pass = ring // 2  # the producer wakes the drain at half full
+    per_pass = args.pass_events or ring // 2  # the producer wakes the drain at half full
+    if not 0 < per_pass <= ring:
+        raise SystemExit(f"--pass-events {per_pass}: must be 1 to {ring:,} (the ring)")
     total = args.events // per_pass * per_pass
     chunk = index_events(per_pass, tid=TID, first_ts=10 ** 9)
     busy = 0.0
