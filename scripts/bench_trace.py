@@ -396,14 +396,18 @@ int main (void)
 """
 
 
-def clock_costs(tmp: Path) -> tuple[float, float]:
-    """ns a read of the clock the inline hot path reads (rdtsc on x86_64, where the OS clock
-    runs on the TSC; clock_gettime elsewhere) and of clock_gettime (uftrace's), each timed
-    in a loop of its own."""
+def build_clock_loop(tmp: Path) -> Path:
     src, exe = tmp / "clock_loop.c", tmp / "clock_loop"
     src.write_text(CLOCK_LOOP)
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
-    ours, os_clock = subprocess.run([str(exe)], capture_output=True, text=True,
+    return exe
+
+
+def clock_costs(clock_loop: Path) -> tuple[float, float]:
+    """ns a read of the clock the inline hot path reads (rdtsc on x86_64, where the OS clock
+    runs on the TSC; clock_gettime elsewhere) and of clock_gettime (uftrace's), each timed
+    in a loop of its own (build_clock_loop)."""
+    ours, os_clock = subprocess.run([str(clock_loop)], capture_output=True, text=True,
                                     check=True).stdout.split()
     return float(ours), float(os_clock)
 
@@ -423,10 +427,11 @@ def compare_parts(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
     exe_pg = build(tmp, "-pg", name="bench_target_pg") if tool else None
     print(f"parts of an inline hooked call, {calls:,} calls of small() per run, {rounds} "
           f"interleaved rounds (ns a call, medians; uftrace: {how})")
+    clock_loop = build_clock_loop(tmp)
     ns: dict[str, list[float]] = {}
     for k in range(rounds):
         row = {"uninstrumented": 1e9 / uninstrumented(exe, calls)}
-        row["clock read"], row["clock_gettime"] = clock_costs(tmp)
+        row["clock read"], row["clock_gettime"] = clock_costs(clock_loop)
         if tool:
             row["uftrace"] = 1e9 / uftrace(tool, exe_pg, calls, 1, tmp)[0]
         for name, probe in PARTS:
