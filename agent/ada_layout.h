@@ -96,11 +96,14 @@
 # define ADA_FOREIGN(call) do { call; } while (0)
 #endif
 
-/* A small step of every hooked call that gcc would otherwise call (TinyCC inlines nothing). */
+/* A small step of every hooked call that gcc would otherwise call (TinyCC inlines nothing),
+ * and a step kept out of its caller, so that the caller's common case needs no frame. */
 #if defined (__GNUC__) && !defined (__TINYC__)
 # define ADA_ALWAYS_INLINE inline __attribute__ ((always_inline))
+# define ADA_NOINLINE __attribute__ ((noinline))
 #else
 # define ADA_ALWAYS_INLINE
+# define ADA_NOINLINE
 #endif
 
 #include <gum/guminterceptor.h>

@@ -405,20 +405,27 @@ ada_safe_read (guint8 * dst, guint64 src, guint32 n)
  * wrapper, then libc's) where this costs two loads.
  */
 #if defined (__x86_64__) && defined (ADA_TLS_GLIBC) && !defined (__TINYC__)
+/* The two loads alone: NULL when they cannot answer (then ada_tls_get asks pthread). For a
+ * fast path that calls nothing (see ada_inline_enter). */
 static ADA_ALWAYS_INLINE gpointer
-ada_tls_get (void)
+ada_tls_peek (void)
 {
   const AdaState * s = &ada_state;
   guint64 seq, value;
 
-  if (s->tls_offset != 0)
-  {
-    __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (seq) : "r" (s->tls_offset - 8));
-    __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (value) : "r" (s->tls_offset));
-    if (seq == s->tls_seq)
-      return (gpointer) (gsize) value;
-  }
-  return gum_tls_key_get_value (s->tls_key);
+  if (s->tls_offset == 0)
+    return NULL;
+  __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (seq) : "r" (s->tls_offset - 8));
+  __asm__ volatile ("movq %%fs:(%1), %0" : "=r" (value) : "r" (s->tls_offset));
+  return seq == s->tls_seq ? (gpointer) (gsize) value : NULL;
+}
+
+static ADA_ALWAYS_INLINE gpointer
+ada_tls_get (void)
+{
+  gpointer t = ada_tls_peek ();
+
+  return t != NULL ? t : gum_tls_key_get_value (ada_state.tls_key);
 }
 
 /* Where the key's pair lies from the thread pointer (the struct pthread, whose first word
@@ -455,5 +462,6 @@ ada_tls_find (void)
 }
 #else
 # define ada_tls_get() gum_tls_key_get_value (ada_state.tls_key)
+# define ada_tls_peek() ada_tls_get ()
 # define ada_tls_find() do { } while (0)
 #endif

@@ -449,21 +449,31 @@ ada_wait_for_room (ThreadState * t, volatile guint64 * tail, guint64 * cached_ta
 static void ada_emit_slow (ThreadState * t, guint64 timestamp, guint64 function_id,
                            guint32 kind, guint32 depth, guint32 detail_seq);
 
-#define ADA_EMIT(t_, ts_, fid_, kind_, depth_, dseq_) \
+/* Whether the thread's index ring has room for one event, as far as the thread knows (its
+ * cached tail): ADA_EMIT_WRITE may then write one. */
+#define ADA_EMIT_ROOM(t_) ((t_)->head - (t_)->cached_tail < ada_state.index_capacity)
+
+/* One event into a ring with room (ADA_EMIT_ROOM), published to the drain. */
+#define ADA_EMIT_WRITE(t_, ts_, fid_, kind_, depth_, dseq_) \
   do { \
     guint64 h_ = (t_)->head; \
-    if (h_ - (t_)->cached_tail >= ada_state.index_capacity) { \
+    IndexEvent * e_ = &(t_)->ring[h_ & ada_state.index_mask]; \
+    e_->timestamp_ns = (ts_); \
+    e_->function_id = (fid_); \
+    e_->thread_id = (t_)->tid; \
+    e_->event_kind = (kind_); \
+    e_->call_depth = (depth_); \
+    e_->detail_seq = (dseq_); \
+    (t_)->head = h_ + 1; \
+    ADA_STORE_RELEASE (&(t_)->ctl->head, h_ + 1); \
+  } while (0)
+
+#define ADA_EMIT(t_, ts_, fid_, kind_, depth_, dseq_) \
+  do { \
+    if (!ADA_EMIT_ROOM (t_)) { \
       ADA_FOREIGN (ada_emit_slow ((t_), (ts_), (fid_), (kind_), (depth_), (dseq_))); \
     } else { \
-      IndexEvent * e_ = &(t_)->ring[h_ & ada_state.index_mask]; \
-      e_->timestamp_ns = (ts_); \
-      e_->function_id = (fid_); \
-      e_->thread_id = (t_)->tid; \
-      e_->event_kind = (kind_); \
-      e_->call_depth = (depth_); \
-      e_->detail_seq = (dseq_); \
-      (t_)->head = h_ + 1; \
-      ADA_STORE_RELEASE (&(t_)->ctl->head, h_ + 1); \
+      ADA_EMIT_WRITE ((t_), (ts_), (fid_), (kind_), (depth_), (dseq_)); \
     } \
   } while (0)
 

@@ -223,11 +223,14 @@ class AdaRun:
 
 def ada(exe: Path, calls: int, out_dir: Path, threads: int = 1, extra: tuple = (),
         env: dict[str, str] | None = None) -> AdaRun:
-    """One `ada trace` of the benchmark target, measured by the target itself."""
+    """One `ada trace` of the benchmark target, measured by the target itself. The hot path
+    is built by gcc or the run fails: `auto` would fall back to TinyCC quietly (-q), and a
+    probe build that gcc refused (-Werror) measured TinyCC's code (2026-11-29)."""
     settle_page_cache()
     proc = subprocess.run([sys.executable, "-m", "ada", "trace", "-q", "-o", str(out_dir),
                            "-f", str(exe), str(calls), str(threads), "-i", "bench_target!small",
-                           *extra], capture_output=True, text=True, cwd=ROOT,
+                           "--cmodule-toolchain", "external", *extra],
+                          capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
