@@ -5,6 +5,7 @@ ordinary recording tests run with both engines (the `engine` fixture)."""
 
 import json
 import platform
+import re
 import subprocess
 import time
 
@@ -292,7 +293,10 @@ def test_a_functions_first_bytes_change_in_one_store_each_way(tmp_path, target_b
     m = s.manifest.document
     assert m["end"]["reason"] == "duration" and m["hook_failures"] == [], m["end"]
     assert len(function_events(s, "work")[0]) >= 2000  # the head did change: calls recorded
-    assert said == "stores 2\n", said  # in, and out
+    stores, interrupted = re.fullmatch(r"stores (\d+) interrupted (\d+)\n", said).groups()
+    assert stores == "2", said  # in, and out
+    if interrupted != "0":  # the thread hold's race with a thread going to sleep (docs/recording.md)
+        print(f"the program's poll() was cut short {interrupted} time(s) (EINTR)")
 
 
 def test_ada_waiting_for_room_is_not_the_program_losing_calls(tmp_path, target_bin):
