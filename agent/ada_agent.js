@@ -70,7 +70,9 @@ class AdaAgent {
     const probe = config.inlineProbe ? [`#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`] : [];
     /* ADA_TEST_HOLD_LINGER_MS (tests only): held threads slow on their way out (ada_hold.c) */
     const linger = config.holdLingerMs ? [`#define ADA_TEST_HOLD_LINGER_NS ${config.holdLingerMs * 1000000}`] : [];
-    const defines = [...plat.defines, ...probe, ...linger];
+    /* ADA_TEST_HOLD_SLEEPERS (tests only): the hold signals sleeping threads too (EINTR) */
+    const sleepers = config.holdSleepers ? ['#define ADA_TEST_HOLD_SIGNAL_SLEEPERS 1'] : [];
+    const defines = [...plat.defines, ...probe, ...linger, ...sleepers];
     const compiled = compileHotPath(defines.join('\n') + '\n' + config.source, symbols,
                                     config.toolchain);
     this.cm = compiled.module;
@@ -92,7 +94,7 @@ class AdaAgent {
     this.keepAlive.push(state, threads, symbols);
     this.threads = threads;
     writeOwnCode(this.cm, L, state);
-    this.hold = new ThreadHold(this.cm);
+    this.hold = new ThreadHold(this.cm, config.holdSleepers === true);
     this.hold.ready();  /* now: installing it ends the Interceptor's transaction (see run) */
     const engine = chooseEngine(config.hookEngine);
     if (engine.name === 'inline') {

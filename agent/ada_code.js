@@ -233,10 +233,12 @@ const HOLD_FIRST_SIGNAL = 64;  /* SIGRTMAX on Linux; down to HOLD_LAST_SIGNAL, t
 const HOLD_LAST_SIGNAL = 40;
 
 class ThreadHold {
-  constructor(cm) {
+  /* signalSleepers (tests only): sleeping threads are asked too (their sleeps cut short). */
+  constructor(cm, signalSleepers = false) {
     this.cm = cm;
+    this.signalSleepers = signalSleepers;
     this.problem = cm.ada_hold_install === undefined ? `no thread hold on ${Process.platform}` : undefined;
-    this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0, ms: 0 };
+    this.stats = { holds: 0, notHeld: 0, wentOn: 0, inside: 0, asks: 0, ms: 0, cutShort: 0 };
   }
 
   /* A NativeFunction of the hold that keeps the JavaScript lock: a cooperative call ends
@@ -255,6 +257,7 @@ class ThreadHold {
     this.ask = this._fn('ada_hold_ask', 'int', ['pointer', 'uint32', 'int', 'uint32']);
     this.pc = this._fn('ada_hold_pc', 'uint64', ['uint32']);
     this.end = this._fn('ada_hold_end', 'uint32', []);
+    this.cutShort = this._fn('ada_hold_cut_short', 'uint32', []);
     this.write = this._fn('ada_hold_write', 'void', ['pointer', 'uint32']);
     this.nap = this._fn('ada_hold_nap', 'void', ['uint32']);
     this.tasks = this._fn('ada_tasks', 'uint32', ['pointer', 'uint32']);
@@ -278,7 +281,8 @@ class ThreadHold {
    * The program's threads now, {ids, blocking, sleeping}: /proc/self/task less Frida's and
    * this one. Only those on a CPU, or waiting for one, are asked (`ids`): a signal would cut
    * a sleep short (EINTR), and a thread asleep in the kernel runs no code; where it will
-   * resume is read instead (`sleeping`, see _resumesAt). Those that block the signal are
+   * resume is read instead (`sleeping`, see _resumesAt). ada_hold_ask looks again right
+   * before each signal (this list is milliseconds old by then). Those that block the signal are
    * not asked either; `blocking` counts those of them still on a CPU after up to
    * HOLD_SETTLE_MS (Frida's thread that loaded its agent is not cloaked, blocks every
    * signal, and wakes briefly as messages come and go).
@@ -295,7 +299,7 @@ class ThreadHold {
       const state = this._state(tid);
       if (state === null)
         continue;
-      if (!state.runnable)
+      if (!state.runnable && !this.signalSleepers)
         sleeping.push(tid);
       else if (state.blocks)
         awake.push(tid);
@@ -383,8 +387,10 @@ class ThreadHold {
       } while (fresh.length > 0);
       const inside = new Set();
       const known = new Set(asked);
-      const pcs = asked.map((tid, k) => ptr(this.pc(k)))
-        .concat(now.sleeping.filter(tid => !known.has(tid)).map(tid => this._resumesAt(tid)));
+      const pcs = asked.map((tid, k) => {
+        const pc = ptr(this.pc(k));  /* 1: asleep when it was to be signalled, not asked */
+        return pc.equals(ptr(1)) ? this._resumesAt(tid) : pc;
+      }).concat(now.sleeping.filter(tid => !known.has(tid)).map(tid => this._resumesAt(tid)));
       for (const pc of pcs) {
         if (pc === null || pc.isNull())
           continue;
@@ -398,6 +404,7 @@ class ThreadHold {
           write(inside);
         } finally {
           this.stats.wentOn += this.end();
+          this.stats.cutShort = this.cutShort();
         }
         this.stats.notHeld += asked.length - held + now.blocking;
         this.stats.inside += inside.size;
@@ -479,8 +486,10 @@ class ThreadHold {
   /* The handler out (after the last hold: ada leaves). `stats.leftInside`: threads still in
    * its entry after the wait (then the CModule may be freed under them; never seen). */
   remove() {
-    if (this.problem === null)
+    if (this.problem === null) {
       this.stats.leftInside = this._fn('ada_hold_remove', 'uint32', [])();
+      this.stats.cutShort = this.cutShort();  /* with a late signal's, if any */
+    }
     this.problem = 'ada left';
   }
 }

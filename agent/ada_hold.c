@@ -9,7 +9,7 @@
  * middle of the new jump. Both engines had this: a busy program crashed about one attach
  * in ten under load.
  *
- * So each of the program's threads is sent a signal (tgkill). Its handler, ada_hold_stop,
+ * So each of the program's threads on a CPU is sent a signal (tgkill). Its handler, ada_hold_stop,
  * notes where the thread was (the pc the kernel will resume it at) and waits until the
  * agent has written. The agent writes only when no held thread is inside the bytes it
  * replaces (else it lets them go, and asks again). Every thread then returns to user mode
@@ -29,6 +29,10 @@
 
 #ifdef ADA_HOLD_SIGNAL
 #define ADA_HOLD_MAX_NS 1000000000ULL   /* a held thread goes on by itself after 1 s */
+#define ADA_HOLD_HELD 1     /* seen[]: in the handler, its pc noted */
+#define ADA_HOLD_GONE 2     /* the thread had left */
+#define ADA_HOLD_ASLEEP 3   /* asleep in the kernel as it was to be asked: not signalled */
+#define ADA_EINTR 4
 #define ADA_HOLD_SA_SIGINFO 4ULL
 #define ADA_HOLD_SA_ONSTACK 0x08000000ULL
 #define ADA_HOLD_SA_RESTART 0x10000000ULL
@@ -57,6 +61,27 @@ ada_hold_sleep_ns (glong ns)
   syscall (ADA_NANOSLEEP_SYSCALL, &ts, NULL);
 }
 
+/* Whether the signal ended a system call early: the thread resumes right after the system
+ * call's instruction with -EINTR for its result. It was seen on a CPU and went to sleep before
+ * the signal landed (ada_hold_ask); poll, select, epoll_wait, nanosleep and the like are not
+ * restarted after a handler, SA_RESTART or not, and the number to restart one is gone from
+ * the frame. So it is counted, and ada says so. (An EINTR another signal caused at the same
+ * moment would count too.) */
+static gboolean
+ada_hold_cut_a_sleep_short (gpointer uc)
+{
+  guint64 pc = *(guint64 *) ((guint8 *) uc + ADA_UC_PC);
+  gint64 result = *(gint64 *) ((guint8 *) uc + ADA_UC_RESULT);
+  const guint8 * code = (const guint8 *) (gsize) (pc - ADA_SYSCALL_INSN_BYTES);
+  guint32 insn = 0, k;
+
+  if (result != -ADA_EINTR)
+    return FALSE;
+  for (k = 0; k < ADA_SYSCALL_INSN_BYTES; k++)  /* no libc here: its functions may be hooked */
+    insn |= (guint32) code[k] << (8 * k);
+  return insn == ADA_SYSCALL_INSN;
+}
+
 /* The handler: a thread ada asked (it is in tids[]) waits while the gate is closed. */
 void
 ada_hold_stop (int sig, gpointer info, gpointer uc)
@@ -66,6 +91,8 @@ ada_hold_stop (int sig, gpointer info, gpointer uc)
 
   (void) sig;
   (void) info;
+  if (ada_hold_cut_a_sleep_short (uc))
+    g_atomic_int_add ((volatile gint *) &h->cut_short, 1);
   if (ada_hold_load (&h->gate) == 0)
     return;   /* late: the hold it was sent for is over */
   tid = ada_os_thread_id ();
@@ -75,7 +102,7 @@ ada_hold_stop (int sig, gpointer info, gpointer uc)
   if (i == count || ada_hold_load (&h->seen[i]) != 0)
     return;
   h->pcs[i] = *(guint64 *) ((guint8 *) uc + ADA_UC_PC);
-  ada_hold_set (&h->seen[i], 1);
+  ada_hold_set (&h->seen[i], ADA_HOLD_HELD);
   while (ada_hold_load (&h->gate) != 0)
   {
     AdaHoldTimespec ts = { 0, 2000000 };
@@ -165,6 +192,36 @@ ada_hold_remove (void)
   return ada_hold_load (&h->entry->inside);
 }
 
+/* Thread tid's state now, from /proc/self/task/TID/stat: 'R' (on a CPU or waiting for one),
+ * 'S', 'D', ...; 0 if it is gone. `fd` gets the file, left open: the caller signals before
+ * it closes it, so that as little time as can be passes between the look and the signal. */
+static gchar
+ada_hold_state (guint32 tid, int * fd)
+{
+  gchar path[32];
+  gchar digits[12];
+  gchar text[256];
+  guint32 n = 0, k;
+  glong got, i;
+
+  for (k = 0; k < 16; k++)
+    path[k] = "/proc/self/task/"[k];
+  do
+    digits[n++] = (gchar) ('0' + tid % 10);
+  while ((tid /= 10) != 0);
+  while (n > 0)
+    path[k++] = digits[--n];
+  for (n = 0; n < 6; n++)
+    path[k + n] = "/stat"[n];
+  *fd = open (path, 0);
+  if (*fd < 0)
+    return 0;
+  got = syscall (ADA_READ_SYSCALL, (glong) *fd, text, (glong) sizeof (text));
+  for (i = got - 1; i > 0 && text[i] != ')'; i--)  /* "tid (name) S ...": the last ')' */
+    ;
+  return i > 0 && i + 2 < got ? text[i + 2] : 0;
+}
+
 /*
  * Ask threads tids[0..n) to hold (appended to those asked already; `first`: a new hold)
  * and wait up to wait_ms for them. Returns how many of all those asked are held, or -1
@@ -200,8 +257,24 @@ ada_hold_ask (const guint32 * tids, guint32 n, gboolean first, guint32 wait_ms)
   pid = syscall (ADA_PID_SYSCALL);
   for (i = start; i < start + n; i++)
   {
-    if (syscall (ADA_TGKILL_SYSCALL, pid, (glong) h->tids[i], (glong) h->signal) != 0)
-      ada_hold_set (&h->seen[i], 2);  /* gone */
+    /* The agent chose threads on a CPU a while ago (ThreadHold._programThreads). One that
+     * has gone to sleep since is not signalled (it would wake with EINTR): the look is
+     * made again right before the signal, which leaves a microsecond for the race, not the
+     * milliseconds of the agent's list (ada_hold_cut_a_sleep_short counts what is left). */
+    int fd = -1;
+    gchar state = ada_hold_state (h->tids[i], &fd);
+#ifdef ADA_TEST_HOLD_SIGNAL_SLEEPERS
+    if (state != 0)
+      state = 'R';  /* tests: every thread signalled, asleep or not */
+#endif
+    if (state == 0)
+      ada_hold_set (&h->seen[i], ADA_HOLD_GONE);
+    else if (state != 'R')
+      ada_hold_set (&h->seen[i], ADA_HOLD_ASLEEP);
+    else if (syscall (ADA_TGKILL_SYSCALL, pid, (glong) h->tids[i], (glong) h->signal) != 0)
+      ada_hold_set (&h->seen[i], ADA_HOLD_GONE);
+    if (fd >= 0)
+      close (fd);
   }
   deadline = ada_now () + (guint64) wait_ms * 1000000ULL;
   for (;;)
@@ -213,7 +286,7 @@ ada_hold_ask (const guint32 * tids, guint32 n, gboolean first, guint32 wait_ms)
     {
       guint32 seen = ada_hold_load (&h->seen[i]);
       waiting += seen == 0;
-      held += seen == 1;
+      held += seen == ADA_HOLD_HELD || seen == ADA_HOLD_ASLEEP;
     }
     if (waiting == 0 || ada_now () > deadline)
       break;
@@ -222,13 +295,24 @@ ada_hold_ask (const guint32 * tids, guint32 n, gboolean first, guint32 wait_ms)
   return (int) held;
 }
 
-/* Where held thread k was (the pc it resumes at); 0: not held (gone, or not in time). */
+/* Where held thread k was (the pc it resumes at); 0: not held (gone, or not in time);
+ * 1: asleep in the kernel as it was to be asked (not signalled: the agent reads where it
+ * will resume from /proc). */
 guint64
 ada_hold_pc (guint32 k)
 {
   AdaHold * h = &ada_state.hold;
+  guint32 seen = k < ada_hold_load (&h->count) ? ada_hold_load (&h->seen[k]) : 0;
 
-  return k < ada_hold_load (&h->count) && ada_hold_load (&h->seen[k]) == 1 ? h->pcs[k] : 0;
+  return seen == ADA_HOLD_HELD ? h->pcs[k] : seen == ADA_HOLD_ASLEEP ? 1 : 0;
+}
+
+/* How many system calls the hold's signal has ended early so far (EINTR): see
+ * ada_hold_cut_a_sleep_short. */
+guint32
+ada_hold_cut_short (void)
+{
+  return ada_hold_load (&ada_state.hold.cut_short);
 }
 
 /* size bytes at `at`, one aligned 8-byte store per word they touch: bytes that lie in one

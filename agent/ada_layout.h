@@ -364,11 +364,13 @@ typedef struct
   volatile guint32 count;     /* tids[] entries */
   volatile guint32 escaped;   /* held threads that went on by themselves (ADA_HOLD_MAX_NS) */
   guint32 signal;             /* the signal the entry handles; 0: not installed */
+  volatile guint32 cut_short; /* system calls the signal ended early (EINTR), all holds */
+  guint32 reserved;
   AdaHoldEntry * entry;       /* its data */
   gpointer entry_code;        /* its code: the signal's handler as the kernel sees it */
   guint64 deadline_ns;        /* held threads go on by themselves after this */
   guint32 tids[ADA_HOLD_THREADS];
-  volatile guint32 seen[ADA_HOLD_THREADS];  /* 1: held; 2: gone; 0: not yet */
+  volatile guint32 seen[ADA_HOLD_THREADS];  /* ADA_HOLD_HELD, _GONE, _ASLEEP; 0: not yet */
   guint64 pcs[ADA_HOLD_THREADS];            /* where each held thread resumes */
 } AdaHold;
 

@@ -92,6 +92,10 @@ function hotPathDefines(platform, arch, facts) {
   defines.push(`#define ADA_RT_SIGACTION_SYSCALL ${x64 ? 13 : 134}`);
   defines.push(`#define ADA_NANOSLEEP_SYSCALL ${x64 ? 35 : 101}`);
   defines.push(`#define ADA_UC_PC ${x64 ? 168 : 440}`);  /* gregs[REG_RIP]; uc_mcontext.pc */
+  defines.push(`#define ADA_UC_RESULT ${x64 ? 144 : 184}`);  /* gregs[REG_RAX]; regs[0] */
+  defines.push(`#define ADA_SYSCALL_INSN ${x64 ? '0x050fU' : '0xd4000001U'}`);  /* syscall; svc #0 */
+  defines.push(`#define ADA_SYSCALL_INSN_BYTES ${x64 ? 2 : 4}`);
+  defines.push(`#define ADA_READ_SYSCALL ${x64 ? 0 : 63}`);
   if (facts.glibc)
     defines.push('#define ADA_TLS_GLIBC 1');  /* a thread's pthread keys at %fs (ada_tls_get) */
   return defines;

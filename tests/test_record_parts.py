@@ -1028,15 +1028,17 @@ def test_every_shortfall_of_the_thread_hold_is_in_the_manifest_and_warned_of():
     """The agent's ThreadHold.stats as the manifest words them, and one warning for each
     kind of shortfall (none for a clean hold)."""
     clean = {"holds": 3, "asks": 3, "notHeld": 0, "wentOn": 0, "inside": 0, "ms": 2,
-             "leftInside": 0}
+             "leftInside": 0, "cutShort": 0}
     assert hold_warnings(clean) == []
     assert thread_hold(clean) == {"holds": 3, "asks": 3, "threads_not_held": 0,
                                   "threads_went_on": 0, "written_around": 0, "ms": 2,
-                                  "left_inside": 0}
-    short = dict(clean, notHeld=1, wentOn=2, inside=3, leftInside=4)
+                                  "left_inside": 0, "system_calls_cut_short": 0}
+    short = dict(clean, notHeld=1, wentOn=2, inside=3, cutShort=4, leftInside=5)
     warned = hold_warnings(short)
-    assert len(warned) == 4
-    assert [w.split()[0] for w in warned] == ["1", "2", "3", "4"]
-    assert "signal handler" in warned[3] and "freed" in warned[3]
-    assert thread_hold(short)["left_inside"] == 4
+    assert len(warned) == 5
+    assert [w.split()[0] for w in warned] == ["1", "2", "3", "4", "5"]
+    assert "EINTR" in warned[3]
+    assert "signal handler" in warned[4] and "freed" in warned[4]
+    assert thread_hold(short)["left_inside"] == 5
+    assert thread_hold(short)["system_calls_cut_short"] == 4
     assert thread_hold(None) is None and hold_warnings(None) == []

@@ -226,6 +226,38 @@ def test_held_threads_slow_to_leave_outlive_ada(tmp_path, target_bin, engine):
         assert proc.wait(timeout=30) == 0
 
 
+@pytest.mark.parametrize("signal_sleepers", [False, True], ids=["as-built", "sleepers-signalled"])
+def test_sleeps_cut_short_by_the_hold_are_counted(tmp_path, target_bin, engine, signal_sleepers):
+    """ada's thread hold signals only threads on a CPU: a signal would end a sleeping
+    thread's poll() or nanosleep() early (EINTR; not restarted after a handler). The target's
+    two threads sleep for good and count each EINTR themselves (it installs no handler). As
+    built, neither is signalled: 0 for the target and for the manifest. With
+    ADA_TEST_HOLD_SLEEPERS every thread is signalled, asleep or not, the race the hold has
+    with a thread going to sleep made certain: ada must count exactly the sleeps the target saw
+    cut short, and say so."""
+    proc = subprocess.Popen([target_bin("cut_sleeps")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(proc, 30).strip() == "ready"
+        env = {"ADA_TEST_HOLD_SLEEPERS": "1"} if signal_sleepers else None
+        s, out = trace(tmp_path, *engine, "-p", proc.pid, "-i", "cut_sleeps!work",
+                       "--duration", "0.3", env=env, quiet=False)
+        proc.stdin.write("end\n")
+        proc.stdin.flush()
+        seen = int(read_line(proc, 30).split()[1])
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    hold = s.manifest.document["thread_hold"]
+    assert hold["holds"] >= 2, hold
+    assert hold["system_calls_cut_short"] == seen, (hold, seen)
+    if signal_sleepers:
+        assert seen >= 2 * hold["holds"], (hold, seen)  # both sleepers, at every hold
+        assert "ended early (EINTR)" in out.stderr, out.stderr
+    else:
+        assert seen == 0 and "EINTR" not in out.stderr, (seen, out.stderr)
+
+
 def test_a_running_program_let_go_again_and_again(tmp_path, target_bin):
     """Frida's Interceptor frees a function's trampoline as it puts the function back, and a
     thread that has taken the jump into it but was preempted before the trampoline counted it

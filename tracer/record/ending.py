@@ -143,6 +143,11 @@ def hold_warnings(stats: dict[str, Any] | None) -> list[str]:
                    "function ada was about to hook, each of the 50 times it looked: the inline "
                    "engine leaves such a function to the Interceptor, and the Interceptor "
                    "leaves it unhooked (hook_failures names it)")
+    if stats.get("cutShort"):
+        out.append(f"{stats['cutShort']:,} system call(s) of the program ended early (EINTR) "
+                   "when ada's signal to hold a thread reached it just as it went to sleep: "
+                   "poll, select, epoll_wait, nanosleep and the like are not restarted, and a "
+                   "program that does not retry on EINTR may have acted on it")
     if stats.get("leftInside"):
         out.append(f"{stats['leftInside']:,} thread(s) were still in ada's signal handler a "
                    "second after ada took it out, as ada left: its code was then freed under "

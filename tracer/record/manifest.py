@@ -127,7 +127,8 @@ def thread_hold(stats: dict[str, int] | None) -> dict[str, int] | None:
             "threads_not_held": stats.get("notHeld", 0),
             "threads_went_on": stats.get("wentOn", 0),
             "written_around": stats.get("inside", 0), "ms": stats.get("ms", 0),
-            "left_inside": stats.get("leftInside", 0)}
+            "left_inside": stats.get("leftInside", 0),
+            "system_calls_cut_short": stats.get("cutShort", 0)}
 
 
 def modules_and_symbols(functions: list[dict[str, Any]],

@@ -108,6 +108,7 @@ class RingSpace:
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
             "inlineVectors": inline_vectors(), "inlineProbe": inline_probe(),
             "holdLingerMs": _test_ms("ADA_TEST_HOLD_LINGER_MS"),
+            "holdSleepers": os.environ.get("ADA_TEST_HOLD_SLEEPERS") == "1",
             "memfd": self.memfd, "shmPath": str(self.region.path) if self.region else None,
             "regionSize": g.size,
             "maxThreads": o.max_threads, "indexCapacity": o.ring_events,
