@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts/arm64.sh [--rebuild] [--build-only] [--timeout SECONDS] [COMMAND [ARGS...]]
+# scripts/arm64.sh [--rebuild] [--build-only] [--timeout SECONDS] [--cpus N] [COMMAND [ARGS...]]
 #
-# Runs COMMAND on an emulated arm64 Linux machine (qemu-system-aarch64, virt board, 2 CPUs,
-# multi-threaded TCG): Debian bookworm arm64 with Python, gcc, uftrace and ada's dependencies
+# Runs COMMAND on an emulated arm64 Linux machine (qemu-system-aarch64, virt board, 2 CPUs or
+# --cpus N, multi-threaded TCG): Debian bookworm arm64 with Python, gcc, uftrace and ada's dependencies
 # from their aarch64 wheels. Full-system emulation because Frida needs ptrace, which qemu-user
 # does not emulate. Inside, the repository and /tmp are mounted (9p) at the same paths as here,
 # the working directory is the repository, `ada` runs this checkout, and COMMAND's exit status
@@ -18,6 +18,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${ADA_ARM64_CACHE:-$HOME/.cache/ada-arm64}
 TIMEOUT=${ADA_ARM64_TIMEOUT:-5400}
+CPUS=2
 REBUILD=0
 BUILD_ONLY=0
 while [ $# -gt 0 ]; do
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
         --rebuild) REBUILD=1; shift ;;
         --build-only) BUILD_ONLY=1; shift ;;
         --timeout) TIMEOUT=$2; shift 2 ;;
+        --cpus) CPUS=$2; shift 2 ;;
         -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; break ;;
         *) break ;;
@@ -209,7 +211,7 @@ run() {
     trap cleanup EXIT
     trap 'say "interrupted"; exit 130' INT TERM
     local cpu=max,pauth-impdef=on,pmu=off  # the guest kernel oopsed in perf_pmu_disable under uftrace with the emulated PMU
-    qemu-system-aarch64 -M virt -cpu $cpu -accel tcg,thread=multi -smp 2 -m 4096 \
+    qemu-system-aarch64 -M virt -cpu $cpu -accel tcg,thread=multi -smp "$CPUS" -m 4096 \
         -display none -monitor none -serial stdio -no-reboot \
         -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" \
         -append "console=ttyAMA0 root=/dev/vda rw quiet loglevel=1 init=/sbin/ada-init ada.repo=$REPO ada.run=$run" \
