@@ -32,6 +32,8 @@ from .errors import WriterError
 BLOCK = 4096  # alignment of buffer, offset and length for O_DIRECT (any logical block size <= 4K)
 STAGE_BYTES = 8 << 20  # staged and not yet written, at most (per lane)
 WRITE_BYTES = 2 << 20  # largest single write: the staging ring frees up as each one lands
+WAKE_BYTES = 1 << 20  # staged in whole blocks before the thread is woken to write them...
+FLUSH_S = 0.1  # ...or as long as it waits before it writes the whole blocks it has
 
 
 class DirectStream:
@@ -76,7 +78,12 @@ class DirectStream:
             raise OSError(errno.EIO, "short read of the file's last block")
         self._closing = False
         self._error: Exception | None = None  # the writer thread's failure, raised to the caller
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
+        # Who sleeps on _cond, so that the other notifies only then: the caller stages a batch
+        # thousands of times a second, and waking the thread for each one cost a switch and a
+        # hand-over of the interpreter's lock a batch (see WAKE_BYTES).
+        self._thread_idle = False
+        self._caller_waits = False
         self._thread = threading.Thread(target=self._run, name="ada-direct-writer", daemon=True)
         self._thread.start()
         self.write(memoryview(partial))
@@ -85,18 +92,20 @@ class DirectStream:
         """Stage `data` (a flat byte view); waits while the staging ring is full."""
         done = 0
         while done < len(data):
-            with self._cond:
+            with self._cond:  # held for the copy: the thread needs it only between writes
                 while self._head - self._tail == STAGE_BYTES and self._error is None:
+                    self._caller_waits = True
                     self._cond.wait()
+                self._caller_waits = False
                 self._check()
                 free = STAGE_BYTES - (self._head - self._tail)
-            at = self._head % STAGE_BYTES
-            n = min(len(data) - done, free, STAGE_BYTES - at)
-            self._view[at:at + n] = data[done:done + n]  # beyond the head: the thread never reads it
-            done += n
-            with self._cond:
+                at = self._head % STAGE_BYTES
+                n = min(len(data) - done, free, STAGE_BYTES - at)
+                self._view[at:at + n] = data[done:done + n]  # beyond the head: the thread never reads it
+                done += n
                 self._head += n
-                self._cond.notify_all()
+                if self._thread_idle and self._head - self._tail >= WAKE_BYTES:
+                    self._cond.notify_all()
 
     def close(self) -> None:
         """Write everything staged (the last partial block through the ordinary descriptor)."""
@@ -131,8 +140,7 @@ class DirectStream:
         try:
             while True:
                 with self._cond:
-                    while (self._head & ~(BLOCK - 1)) == self._tail and not self._closing:
-                        self._cond.wait()
+                    self._wait_for_blocks()
                     end = min(self._head & ~(BLOCK - 1), self._tail + WRITE_BYTES)
                     if end == self._tail:
                         return  # closing: the partial block is close()'s
@@ -140,12 +148,26 @@ class DirectStream:
                 self._write_out(start, end)
                 with self._cond:
                     self._tail = end
-                    self._cond.notify_all()
+                    if self._caller_waits:
+                        self._cond.notify_all()
         except Exception as e:  # noqa: BLE001 - never a silent death: the producer would wait forever
             e.__traceback__ = None  # its frames hold views of the staging ring
             with self._cond:
                 self._error = e
                 self._cond.notify_all()
+
+    def _wait_for_blocks(self) -> None:
+        """(Lock held.) Until WAKE_BYTES are staged in whole blocks, the stream closes, or
+        FLUSH_S passes with some whole block staged."""
+        while not self._closing:
+            whole = (self._head & ~(BLOCK - 1)) - self._tail
+            if whole >= WAKE_BYTES:
+                return
+            self._thread_idle = True
+            woken = self._cond.wait(FLUSH_S)
+            self._thread_idle = False
+            if not woken and (self._head & ~(BLOCK - 1)) > self._tail:
+                return
 
     def _write_out(self, start: int, end: int) -> None:
         if self._direct_fd >= 0:

@@ -3,6 +3,7 @@
 
 Run: .venv/bin/python scripts/bench_drain.py [--gb N] [--out DIR] [--tsc] [--direct]
      .venv/bin/python scripts/bench_drain.py --index-only [--events N] [--pass-events N] [--tsc]
+                                                                                 [--direct]
                                                                                  (no --detail)
 This script plays the producer (tests/fake_region.py's FakeAgent): it fills one thread's
 index and detail rings (in an ordinary buffer laid out as the shared region) with valid records,
@@ -48,7 +49,9 @@ def main() -> None:
                     help="where the session goes (default: a temporary directory on disk)")
     ap.add_argument("--tsc", action="store_true", help="raw-tick timestamps, converted")
     ap.add_argument("--direct", action="store_true",
-                    help="detail.atf straight to the disk (O_DIRECT) from the start")
+                    help="detail.atf (with --index-only: index.atf) straight to the disk "
+                         "(O_DIRECT) from the start, as `ada trace` does once the page cache "
+                         "is under pressure")
     ap.add_argument("--pass-kb", type=int, default=1024,
                     help="detail produced between two drain passes (default 1024 KB)")
     ap.add_argument("--index-only", action="store_true",
@@ -119,7 +122,8 @@ def index_only(args: argparse.Namespace) -> None:
         agent.clock_ticks(base=(0, 0), pair=(10 ** 9, 4 * 10 ** 8))
     base = Path(tempfile.mkdtemp(prefix="ada-bench-drain-", dir=args.out))
     session = SessionWriter(base, 1, arch=ARCH_X86_64, os_id=OS_LINUX,
-                            clock_type=CLOCK_BOOTTIME)
+                            clock_type=CLOCK_BOOTTIME,
+                            index_go_direct=(lambda lane_bytes: True) if args.direct else None)
     drain = Drain(agent.reader, session, None)
     per_pass = args.pass_events or ring // 2  # the producer wakes the drain at half full
     if not 0 < per_pass <= ring:
@@ -140,7 +144,8 @@ def index_only(args: argparse.Namespace) -> None:
         written = drain.thread_writers[0].index_count
         if written != total:
             raise SystemExit(f"drain wrote {written} index events, expected {total}")
-        print(f"drain, index lane only{' with TSC conversion' if args.tsc else ''}: "
+        print(f"drain, index lane only{' with TSC conversion' if args.tsc else ''}"
+              f"{', straight to the disk' if args.direct else ''}: "
               f"{total:,} events ({total * 32 / 1e9:.2f} GB) in {busy:.2f} s of drain time "
               f"({per_pass:,} events a pass)")
         print(f"  {total * 32 / busy / 1e9:.2f} GB/s = {total / busy / 1e6:.2f} M events/s = "

@@ -7,6 +7,7 @@ os functions inside atf.direct (this is the atf library alone: no Frida involved
 
 import errno
 import os
+import time
 
 import numpy as np
 import pytest
@@ -330,3 +331,38 @@ def test_an_index_lane_written_direct_refuses_to_be_patched(tmp_path):
         w.set_detail_seq(5, 0)
     w.finalize()
     assert atf.verify(tmp_path / "thread_0").ok
+
+
+def test_small_writes_reach_the_disk_together_and_soon(tmp_path, monkeypatch, direct_fds):
+    """The drain stages a batch thousands of times a second: the thread writes what has
+    gathered (WAKE_BYTES) in one write rather than one write a batch, and what stays under
+    that still reaches the disk after FLUSH_S, without waiting for close."""
+    real_pwrite = os.pwrite
+    writes = []
+
+    def recording_pwrite(fd, data, offset):
+        if fd in direct_fds:
+            writes.append(len(data))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "pwrite", recording_pwrite)
+    path = tmp_path / "lane"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        stream = direct.DirectStream.open(path, fd, 0)
+        batch = bytes(range(256)) * 448  # 112 KiB: a drain pass of 3,500 index events
+        for _ in range(40):
+            stream.write(memoryview(batch))
+            time.sleep(0.001)  # the drain's other work between passes: the thread may run
+        stream.write(memoryview(b"x" * 8192))  # two more blocks, under WAKE_BYTES
+        staged = 40 * len(batch) + 8192
+        for _ in range(100):  # up to 10 s on a loaded machine; FLUSH_S is 0.1 s
+            if sum(writes) == staged:
+                break
+            time.sleep(0.1)
+        assert sum(writes) == staged, (sum(writes), staged)  # before close: flushed by time
+        assert len(writes) < 20, writes  # one a batch would be 41
+        assert os.pread(fd, staged, 0) == batch * 40 + b"x" * 8192
+        stream.close()
+    finally:
+        os.close(fd)
