@@ -7,7 +7,8 @@ DirectStream partway through (ThreadWriter's `detail_go_direct`: the caller deci
 library only knows how).
 
 A DirectStream stages bytes in a page-aligned ring and a thread writes whole 4 KiB blocks
-straight to the disk; the caller only pays a memcpy. The file is the same as with plain writes:
+straight to the disk, once WAKE_BYTES of them have gathered or FLUSH_S after the first; the
+caller only pays a memcpy. The file is the same as with plain writes:
 blocks go out in order, each covering the bytes before it, and the last partial block (with the
 footer after it) is written through the lane's ordinary descriptor on close. A process killed
 with SIGKILL loses what was staged but not yet written (at most STAGE_BYTES); readers recover
@@ -34,6 +35,7 @@ STAGE_BYTES = 8 << 20  # staged and not yet written, at most (per lane)
 WRITE_BYTES = 2 << 20  # largest single write: the staging ring frees up as each one lands
 WAKE_BYTES = 1 << 20  # staged in whole blocks before the thread is woken to write them...
 FLUSH_S = 0.1  # ...or as long as it waits before it writes the whole blocks it has
+AWAKE, WAITING, EMPTY = 0, 1, 2  # how the writer thread sleeps (DirectStream._thread_sleeps)
 
 
 class DirectStream:
@@ -81,8 +83,9 @@ class DirectStream:
         self._cond = threading.Condition(threading.Lock())
         # Who sleeps on _cond, so that the other notifies only then: the caller stages a batch
         # thousands of times a second, and waking the thread for each one cost a switch and a
-        # hand-over of the interpreter's lock a batch (see WAKE_BYTES).
-        self._thread_idle = False
+        # hand-over of the interpreter's lock a batch (see WAKE_BYTES). The thread sleeps
+        # EMPTY (nothing whole staged: no timeout, so an idle lane costs no wakes) or WAITING.
+        self._thread_sleeps = AWAKE
         self._caller_waits = False
         self._thread = threading.Thread(target=self._run, name="ada-direct-writer", daemon=True)
         self._thread.start()
@@ -104,7 +107,7 @@ class DirectStream:
                 self._view[at:at + n] = data[done:done + n]  # beyond the head: the thread never reads it
                 done += n
                 self._head += n
-                if self._thread_idle and self._head - self._tail >= WAKE_BYTES:
+                if self._thread_wanted():
                     self._cond.notify_all()
 
     def close(self) -> None:
@@ -156,6 +159,13 @@ class DirectStream:
                 self._error = e
                 self._cond.notify_all()
 
+    def _thread_wanted(self) -> bool:
+        """(Lock held.) Whether what is staged now should wake the sleeping thread: a first
+        whole block (it sleeps with no timeout), or WAKE_BYTES."""
+        if self._thread_sleeps == EMPTY:
+            return (self._head & ~(BLOCK - 1)) > self._tail
+        return self._thread_sleeps == WAITING and self._head - self._tail >= WAKE_BYTES
+
     def _wait_for_blocks(self) -> None:
         """(Lock held.) Until WAKE_BYTES are staged in whole blocks, the stream closes, or
         FLUSH_S passes with some whole block staged."""
@@ -163,9 +173,9 @@ class DirectStream:
             whole = (self._head & ~(BLOCK - 1)) - self._tail
             if whole >= WAKE_BYTES:
                 return
-            self._thread_idle = True
-            woken = self._cond.wait(FLUSH_S)
-            self._thread_idle = False
+            self._thread_sleeps = WAITING if whole else EMPTY
+            woken = self._cond.wait(FLUSH_S if whole else None)
+            self._thread_sleeps = AWAKE
             if not woken and (self._head & ~(BLOCK - 1)) > self._tail:
                 return
 
