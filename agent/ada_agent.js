@@ -21,6 +21,7 @@ const AGENT_STATE_BYTES = 64 * 1024;
 class AdaAgent {
   constructor() {
     this.cm = null;
+    this.plan = null;        /* what goes into the hot path (_plan) */
     this.here = null;        /* see hereFlag: reads 0 in a forked child's copy of this script */
     this.stateAddress = null;  /* the hot path's AdaState (ada_layout.h) */
     this.keepAlive = [];   /* JS references that keep agent memory from being freed */
@@ -57,14 +58,16 @@ class AdaAgent {
     this.threads = null;     /* the hot path's ThreadState array */
   }
 
-  init(config) {
+  /*
+   * What goes into the hot path, decided once: the platform's facts and #defines, the
+   * AdaState it points at, the addresses it calls. The host asks first (hotPathPlan) when
+   * it compiles the hot path itself (tracer/record/hot_path_build.py); init uses the same.
+   */
+  _plan(config) {
+    if (this.plan !== null)
+      return this.plan;
     const plat = platformConfig(config.clockSource);
-    /* u64 values arrive as decimal strings; the offsets used in pull() fit a double. */
-    this.config = Object.assign({}, config, {
-      indexRingsOffset: Number(config.indexRingsOffset),
-      detailRingsOffset: Number(config.detailRingsOffset),
-    });
-    const state = this.stateAddress = Memory.alloc(AGENT_STATE_BYTES);
+    const state = Memory.alloc(AGENT_STATE_BYTES);
     const symbols = Object.assign({ ada_state: state }, plat.symbols);
     /* ADA_INLINE_PROBE (measuring only): a hot path that stops part way (ada_inline.c) */
     const probe = config.inlineProbe ? [`#define ADA_PROBE_${config.inlineProbe.toUpperCase()} 1`] : [];
@@ -72,9 +75,30 @@ class AdaAgent {
     const linger = config.holdLingerMs ? [`#define ADA_TEST_HOLD_LINGER_NS ${config.holdLingerMs * 1000000}`] : [];
     /* ADA_TEST_HOLD_SLEEPERS (tests only): the hold signals sleeping threads too (EINTR) */
     const sleepers = config.holdSleepers ? ['#define ADA_TEST_HOLD_SIGNAL_SLEEPERS 1'] : [];
-    const defines = [...plat.defines, ...probe, ...linger, ...sleepers];
-    const compiled = compileHotPath(defines.join('\n') + '\n' + config.source, symbols,
-                                    config.toolchain);
+    const defines = [...plat.defines, ...probe, ...linger, ...sleepers].join('\n') + '\n';
+    this.plan = { plat, state, symbols, defines };
+    return this.plan;
+  }
+
+  /* For the host that compiles the hot path: the #defines and Frida's headers it compiles
+   * with (Linux only: elsewhere null, and the target compiles it). */
+  hotPathPlan(config) {
+    if (Process.platform !== 'linux')
+      return null;
+    return { defines: this._plan(config).defines, builtins: CModule.builtins };
+  }
+
+  /* binary: the hot path the host built from config.source (tracer/record/hot_path_build.py), or null */
+  init(config, binary) {
+    const { plat, state, symbols, defines } = this._plan(config);
+    /* u64 values arrive as decimal strings; the offsets used in pull() fit a double. */
+    this.config = Object.assign({}, config, {
+      indexRingsOffset: Number(config.indexRingsOffset),
+      detailRingsOffset: Number(config.detailRingsOffset),
+      source: null,  /* used once, below */
+    });
+    this.stateAddress = state;
+    const compiled = compileHotPath(defines + config.source, symbols, config.toolchain, binary);
     this.cm = compiled.module;
     const L = this.layout = readLayout(this.cm);
     if (L['agent.sizeof_state'] > AGENT_STATE_BYTES)
@@ -115,6 +139,8 @@ class AdaAgent {
       clockSource: ticks ? 'tsc' : 'os',
       toolchain: compiled.toolchain,
       toolchainFallback: compiled.fallback,
+      hotPathBuilt: compiled.built,
+      hotPathRefused: compiled.refused,
       wipesOnFork: here.wipesOnFork,
       tlsDirect: state.add(L['agent.state_tls_offset']).readU64().toNumber() !== 0,
       region: this.regionKind, regionFd: this.regionFd, regionWhy: this.regionWhy,
@@ -133,7 +159,8 @@ Object.assign(AdaAgent.prototype, AgentClock, AgentHooking, AgentTransport, Agen
 const agent = new AdaAgent();
 
 rpc.exports = {
-  init: config => agent.init(config),
+  init: (config, binary) => agent.init(config, binary === undefined ? null : binary),
+  hotPathPlan: config => agent.hotPathPlan(config),
   resolve: (selection, triggers) => agent.resolve(selection, triggers),
   hook: () => agent.hook(),
   watchForksAndExec: () => agent.watchForksAndExec(),

@@ -2,7 +2,8 @@
 /*
  * ada agent, the platform: every platform difference of the hot path is decided here
  * (platformConfig; hotPathDefines, the #defines put before the C files), the hot path is
- * compiled (compileHotPath: CModule, the system's gcc -O2 or TinyCC) and its layout read
+ * compiled (compileHotPath: CModule, the system's gcc -O2 or TinyCC, or the host's gcc -O2
+ * build loaded) and its layout read
  * (readLayout); the page that tells a forked child from the process ada was loaded into
  * (hereFlag); and the recording clock as the agent reads it (AgentClock, methods of
  * AdaAgent: the clock anchor, the (ticks, ns) pairs raw-tick timestamps are converted
@@ -162,14 +163,26 @@ function hereFlag(mapFlags) {
  * CModule's toolchains: 'internal' is Frida's TinyCC (always there, code not
  * optimized); 'external' runs the target system's compiler (gcc -O2 on Linux),
  * from inside the target process. 'fallback': external if it works, else
- * internal, saying why.
+ * internal, saying why. binary: the same gcc -O2 build, made by the host for a
+ * target on its machine and cached there (tracer/record/hot_path_build.py), so
+ * the attach spends no second in the compiler; CModule loads it as a shared
+ * library (Frida 17.26 does on Linux; where it cannot, the target compiles).
  */
-function compileHotPath(source, symbols, toolchain) {
+function compileHotPath(source, symbols, toolchain, binary) {
   let fallback = null;
+  let refused = null;  /* why CModule would not load the host's build */
+  if (binary !== null) {
+    try {
+      return { module: new CModule(binary, symbols), toolchain: 'external', fallback, built: 'host',
+               refused };
+    } catch (e) {
+      refused = firstLine(e.message);
+    }
+  }
   if (toolchain !== 'internal') {
     try {
       return { module: new CModule(source, symbols, { toolchain: 'external' }), toolchain: 'external',
-               fallback };
+               fallback, built: 'target', refused };
     } catch (e) {
       if (toolchain === 'external')
         throw new Error(`the system toolchain cannot compile the hot path: ${firstLine(e.message)}`);
@@ -177,7 +190,7 @@ function compileHotPath(source, symbols, toolchain) {
     }
   }
   return { module: new CModule(source, symbols, { toolchain: 'internal' }), toolchain: 'internal',
-           fallback };
+           fallback, built: 'target', refused };
 }
 
 /*

@@ -59,9 +59,9 @@ def test_a_pull_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin
 
     configure, sync = pipeline.RingSpace.configure_agent, transport.RpcMirror.sync
 
-    def trust_a_second_and_a_half(self, *args):
+    def trust_a_second_and_a_half(self, *args, **kwargs):
         self.options.rpc_stall_s = 1.5
-        return configure(self, *args)
+        return configure(self, *args, **kwargs)
 
     def slow_pull(self):
         time.sleep(3.5)

@@ -88,10 +88,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "CLOCK_BOOTTIME ns by ada; os calls clock_gettime for every event")
     g.add_argument("--cmodule-toolchain", choices=("auto", "internal", "external"),
                    default="auto",
-                   help="how the hot path's C is compiled inside the target (Frida CModule "
-                   "toolchains): external runs the target system's gcc -O2 (faster code), "
-                   "internal uses Frida's built-in TinyCC; auto tries external on the local "
-                   "device and falls back to internal, internal elsewhere")
+                   help="how the hot path's C is compiled (Frida CModule toolchains): external "
+                   "is the system's gcc -O2 (faster code; for a local target ada compiles it "
+                   "once and caches it under ~/.cache/ada), internal is Frida's built-in "
+                   "TinyCC; auto tries external on the local device and falls back to "
+                   "internal, internal elsewhere")
     g.add_argument("--hook-engine", choices=("auto", "frida", "inline"), default="auto",
                    help="how functions are hooked: inline patches each function with ada's own "
                    "entry and exit stubs (x86_64, and arm64 on Linux and Android; several times "

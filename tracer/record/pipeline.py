@@ -31,6 +31,7 @@ from .answer import Answers
 from .lane_io import go_direct_policy
 from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
+from .hot_path_build import build_for_target
 from .ending import TargetEnd
 from .nap import LONGEST_RPC_S, FutexNap, Nap
 from .options import ProcessPlace, TraceOptions
@@ -98,13 +99,13 @@ class RingSpace:
                     self.transport = "rpc"
 
     def configure_agent(self, script: Any, toolchain: str, hot_path_source: str,
-                        pid: int) -> dict[str, Any]:
-        """Configure the loaded agent (it compiles the hot path and makes or maps the region);
-        returns its facts, and starts the heartbeat. Raises TracerError if the compiled layout
-        is not the host's."""
+                        pid: int, build_here: bool) -> dict[str, Any]:
+        """Configure the loaded agent (it compiles the hot path, or loads the one built here
+        when `build_here`, and makes or maps the region); returns its facts, and starts the
+        heartbeat. Raises TracerError if the compiled layout is not the host's."""
         o, g = self.options, self.geometry
-        facts = script.exports_sync.init({
-            "source": hot_path_source, "toolchain": toolchain, "clockSource": o.clock_source,
+        config: dict[str, Any] = {
+            "toolchain": toolchain, "clockSource": o.clock_source,
             "hookEngine": o.hook_engine, "inlineHook": inline_hook(),
             "inlineVectors": inline_vectors(), "inlineProbe": inline_probe(),
             "holdLingerMs": _test_ms("ADA_TEST_HOLD_LINGER_MS"),
@@ -119,7 +120,18 @@ class RingSpace:
             "stallNs": str(int((o.stall_s if self.transport == "shm" else o.rpc_stall_s) * 1e9)),
             "indexRingsOffset": str(g.index_rings_offset),
             "detailRingsOffset": str(g.detail_rings_offset), "pull": PULL_FORMAT,
-        })
+        }
+        built = (build_for_target(script.exports_sync, config, hot_path_source, self.info)
+                 if build_here else None)
+        config["source"] = hot_path_source  # also with a build: if CModule cannot load it
+        if built is None:
+            facts = script.exports_sync.init(config)
+        else:  # the library goes as the call's binary data (an ArrayBuffer in the agent)
+            facts = script.exports_sync.init(config, built.library)
+            if facts.get("hotPathBuilt") == "host":
+                facts["hotPathBuilt"] = built.how
+            elif facts.get("hotPathRefused"):
+                built.forget()
         check_layout(facts["layout"])
         if self.region is not None:
             self.region.unlink()  # both sides have it mapped: nothing outlives them in /dev/shm

@@ -260,16 +260,22 @@ class Recorder:
             self.script.on("message", self._on_message)
             self.script.load()
         self.space = RingSpace(self.options, self.transport, self.info)
+        toolchain = resolve_toolchain(self.options.toolchain, self.device)
         self.agent_info = self.space.configure_agent(
-            self.script, resolve_toolchain(self.options.toolchain, self.device),
-            hot_path_source(), self.pid)
+            self.script, toolchain, hot_path_source(), self.pid,
+            build_here=toolchain != "internal" and self.device.type == "local")
         self.transport = self.space.transport
         info = self.agent_info
         self._hold_children()
         if info.get("clockAnchor"):
             self.clock_anchors.append(anchor(info["clockAnchor"], "start"))
+        if info.get("hotPathRefused"):
+            self.info(f"Frida could not load the hot path ada built ({info['hotPathRefused']}); "
+                      "the target compiled it")
         if info["toolchain"] == "external":
-            self.info("hot path compiled by the system toolchain (gcc -O2)")
+            where = {"host": ", by ada, now cached", "host-cache": ", by ada, cached"}
+            self.info("hot path compiled by the system toolchain (gcc -O2"
+                      f"{where.get(info.get('hotPathBuilt'), ' in the target')})")
         elif info.get("toolchainFallback"):
             self.info(f"hot path compiled by Frida's TinyCC; the system toolchain could not: "
                       f"{info['toolchainFallback']}")
