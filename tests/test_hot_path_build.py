@@ -110,17 +110,18 @@ def test_a_cached_build_that_cmodule_refuses_is_built_again(tmp_path, target_bin
     """A damaged cache entry: CModule will not load it; the target compiles the hot path,
     ada says so and drops the entry, and the next trace builds a good one."""
     env = {"ADA_CACHE_DIR": str(tmp_path / "cache")}
+    gcc = ("--cmodule-toolchain", "external")
     trace(tmp_path / "first", "-f", target_bin("exact_calls"), N, "-i", "exact_calls!work",
-          env=env)
+          *gcc, env=env)
     [entry] = (tmp_path / "cache" / "hot-path").glob("*.so")
     entry.write_bytes(b"\x7fELF" + b"\0" * 60)
     s, out = trace(tmp_path / "damaged", "-f", target_bin("exact_calls"), N,
-                   "-i", "exact_calls!work", quiet=False, env=env)
+                   "-i", "exact_calls!work", *gcc, quiet=False, env=env)
     assert any("Frida could not load the hot path ada built" in line
                for line in ada_lines(out.stderr)), out.stderr
     assert s.manifest.document["hot_path"]["built"] == "target"
     assert [len(ev) for ev in function_events(s, "work").values()] == [2 * N]
     assert not entry.exists()
     s, _ = trace(tmp_path / "again", "-f", target_bin("exact_calls"), N,
-                 "-i", "exact_calls!work", env=env)
+                 "-i", "exact_calls!work", *gcc, env=env)
     assert s.manifest.document["hot_path"]["built"] == "host"
