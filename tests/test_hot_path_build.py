@@ -3,12 +3,15 @@ its code is the code Frida's own external toolchain builds in the target, a trac
 once and then takes it from the cache, and a build that fails or that CModule will not load
 leaves the compile to the target, saying why, with every call still recorded."""
 
+import os
+
 import frida
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
 from ada.tracer.record.agent_code import agent_sources
+from ada.tracer.record import hot_path_build
 from ada.tracer.record.hot_path_build import built
 from helpers import ada_lines, function_events, trace_session as trace
 
@@ -125,3 +128,20 @@ def test_a_cached_build_that_cmodule_refuses_is_built_again(tmp_path, target_bin
     s, _ = trace(tmp_path / "again", "-f", target_bin("exact_calls"), N,
                  "-i", "exact_calls!work", *gcc, env=env)
     assert s.manifest.document["hot_path"]["built"] == "host"
+
+
+def test_the_cache_keeps_the_most_recently_used_libraries(tmp_path, monkeypatch):
+    """Each source and set of defines makes its own library; only the most recent stay."""
+    monkeypatch.setenv("ADA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(hot_path_build, "CACHE_ENTRIES", 3)
+    builtins = {"defines": {}, "headers": {"glib.h": "typedef int gint;\n"}}
+    sources = [f"#include <glib.h>\ngint ada_v{i} (void) {{ return {i}; }}\n" for i in range(4)]
+    paths = []
+    for i, source in enumerate(sources[:3]):
+        path, how = built(source, builtins)
+        assert how == "host"
+        os.utime(path, (1000 + i, 1000 + i))  # built in this order, a second apart
+        paths.append(path)
+    assert built(sources[0], builtins) == (paths[0], "host-cache")  # used again: now recent
+    newest, _ = built(sources[3], builtins)
+    assert sorted((tmp_path / "hot-path").glob("*.so")) == sorted([paths[0], paths[2], newest])

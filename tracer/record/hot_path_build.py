@@ -30,6 +30,7 @@ FLAGS = ("-shared", "-fPIC", "-nostdlib", "-Wall", "-Werror", "-O2",
          "-isystem", ".", "-isystem", "capstone")
 X86_64_FLAGS = ("-m64",)  # Frida's HAVE_I386 define: ada's x86 is x86_64
 COMPILE_TIMEOUT_S = 300  # gcc -O2 of the hot path: about 0.7 s here, a minute emulated
+CACHE_ENTRIES = 32  # libraries kept (about 50 KB each), the most recently used
 
 
 class HotPathBuildError(Exception):
@@ -87,6 +88,10 @@ def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
     root = cache_dir()
     library = root / f"{key}.so"
     if library.exists():
+        try:
+            os.utime(library)  # recently used: kept by _prune
+        except OSError:
+            pass
         return library, "host-cache"
     with tempfile.TemporaryDirectory(prefix="ada-hot-path-") as tmp:
         work = Path(tmp)
@@ -100,7 +105,19 @@ def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
             os.replace(staged, library)  # whole or not there: another ada may build it too
         except OSError as e:
             raise HotPathBuildError(f"cannot write its cache {root}: {e.strerror}") from None
+    _prune(root)
     return library, "host"
+
+
+def _prune(root: Path) -> None:
+    """Keep the CACHE_ENTRIES most recently used libraries (each ada version, each set of
+    defines, makes its own)."""
+    try:
+        entries = sorted(root.glob("*.so"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[CACHE_ENTRIES:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # another ada pruning at the same time
 
 
 def compile_flags(defines: dict[str, Any]) -> list[str]:
