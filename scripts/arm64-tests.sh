@@ -11,9 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(uname -m)" = aarch64 ] || { echo "arm64-tests.sh runs inside scripts/arm64.sh's guest" >&2; exit 2; }
 pytest=(python -m pytest -p no:cacheprovider -v -rfE --timeout 900 --durations 25)
-# A recording whose test names no toolchain compiles its hot path with TinyCC here: the guest's
-# gcc -O2 adds about 6 s to each (tests/helpers.py). The tests that name gcc still use it.
-export ADA_TESTS_TOOLCHAIN=internal
+# A recording whose test names no toolchain does as ada does by default: gcc -O2, run by ada in
+# the guest once per source and kept in its cache (tracer/record/hot_path_build.py), so the
+# guest's minute of compiling is not paid at each recording; the Android-like pass is TinyCC's.
 workers=(-n "${ADA_TEST_WORKERS:-2}")
 for arg in "$@"; do
     case $arg in -n|-n*|--numprocesses|--numprocesses=*) workers=() ;; esac
@@ -25,9 +25,10 @@ status=0
 "${pytest[@]}" "${workers[@]}" tests/test_registers.py tests/test_trace.py tests/test_detail.py \
     tests/test_tail_calls.py tests/test_inline.py tests/test_endings.py tests/test_children.py \
     tests/test_modules.py tests/test_clock.py tests/test_devices.py tests/test_debuginfo.py \
-    tests/test_exports.py tests/test_resources.py || status=$?
+    tests/test_exports.py tests/test_resources.py tests/test_hot_path_build.py || status=$?
 echo "arm64: as on Android: /dev/shm removed, TinyCC"
 umount /dev/shm && rmdir /dev/shm
-"${pytest[@]}" "${workers[@]}" -k "internal or exact_count_one_thread or every_event_survives_the_end and shm" \
+ADA_TESTS_TOOLCHAIN=internal "${pytest[@]}" "${workers[@]}" \
+    -k "internal or exact_count_one_thread or every_event_survives_the_end and shm" \
     tests/test_registers.py tests/test_trace.py tests/test_endings.py || status=$?
 exit $status

@@ -24,9 +24,8 @@ INLINE_MACHINES = ("x86_64", "AMD64", "aarch64", "arm64")
 
 
 # ADA_TESTS_TOOLCHAIN=internal: every `ada trace` that names no --cmodule-toolchain compiles its
-# hot path with TinyCC. scripts/arm64-tests.sh sets it in the emulated arm64 machine, where the
-# guest's gcc -O2 adds about 6 s to each recording (13 s against 7 s with TinyCC); the tests that
-# name a toolchain still run gcc there.
+# hot path with TinyCC. scripts/arm64-tests.sh sets it for its Android-like pass (a phone has no
+# gcc); the tests that name a toolchain still use the one they name.
 TESTS_TOOLCHAIN = os.environ.get("ADA_TESTS_TOOLCHAIN")
 
 
