@@ -94,16 +94,24 @@ def test_a_trace_builds_the_hot_path_once_then_takes_it_from_the_cache(tmp_path,
     assert len(list((tmp_path / "cache" / "hot-path").glob("*.so"))) == 1
 
 
-def test_a_failed_host_build_leaves_the_compile_to_the_target(tmp_path, target_bin):
-    """A cache that cannot be written (a file where its directory would be): the trace says
-    why, the target compiles the hot path with gcc as before, and every call is there."""
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("")
+@pytest.mark.parametrize("cache", ["a file", "writable by all"])
+def test_a_failed_host_build_leaves_the_compile_to_the_target(tmp_path, target_bin, cache):
+    """A cache that cannot be written (a file where its directory would be), or that others
+    could write code into: the trace says why, the target compiles the hot path with gcc as
+    before, and every call is there."""
+    root = tmp_path / "cache"
+    if cache == "a file":
+        root.write_text("")
+    else:
+        (root / "hot-path").mkdir(parents=True)
+        (root / "hot-path").chmod(0o777)
     s, out = trace(tmp_path, "-f", target_bin("exact_calls"), N, "-i", "exact_calls!work",
                    "--cmodule-toolchain", "external", quiet=False,
-                   env={"ADA_CACHE_DIR": str(blocker)})
+                   env={"ADA_CACHE_DIR": str(root)})
     why = [line for line in ada_lines(out.stderr) if "could not build the hot path" in line]
-    assert len(why) == 1 and "cannot write its cache" in why[0], out.stderr
+    expected = "cannot write its cache" if cache == "a file" else "writable by others"
+    assert len(why) == 1 and expected in why[0], out.stderr
+    assert not list(root.rglob("*.so"))
     assert s.manifest.document["hot_path"]["built"] == "target"
     ev = function_events(s, "work")[0]
     assert len(ev) == 2 * N and np.all(ev["call_depth"] == 0)

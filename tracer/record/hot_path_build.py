@@ -88,6 +88,7 @@ def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
     root = cache_dir()
     library = root / f"{key}.so"
     if library.exists():
+        _check_private(root)
         try:
             os.utime(library)  # recently used: kept by _prune
         except OSError:
@@ -99,7 +100,8 @@ def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
         (work / "module.c").write_text(source)
         _run([gcc, *flags, "module.c", "-o", "module.so"], work)
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _check_private(root)
             staged = root / f".{key}.{os.getpid()}"
             shutil.copyfile(work / "module.so", staged)
             os.replace(staged, library)  # whole or not there: another ada may build it too
@@ -107,6 +109,14 @@ def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
             raise HotPathBuildError(f"cannot write its cache {root}: {e.strerror}") from None
     _prune(root)
     return library, "host"
+
+
+def _check_private(root: Path) -> None:
+    """The cache holds code ada loads into the processes it traces, root's among them: it
+    must be this user's alone."""
+    st = root.stat()
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise HotPathBuildError(f"its cache {root} is writable by others than this user")
 
 
 def _prune(root: Path) -> None:
