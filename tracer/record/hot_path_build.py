@@ -29,7 +29,7 @@ from typing import Any, Callable
 FLAGS = ("-shared", "-fPIC", "-nostdlib", "-Wall", "-Werror", "-O2",
          "-isystem", ".", "-isystem", "capstone")
 X86_64_FLAGS = ("-m64",)  # Frida's HAVE_I386 define: ada's x86 is x86_64
-COMPILE_TIMEOUT_S = 300  # gcc -O2 of the hot path: about 0.7 s here, a minute emulated
+COMPILE_TIMEOUT_S = 300  # gcc -O2 of the hot path: 0.7 s here, about 6 s emulated (arm64)
 CACHE_ENTRIES = 32  # libraries kept (about 50 KB each), the most recently used
 
 
@@ -43,7 +43,10 @@ def cache_dir() -> Path:
     if root:
         return Path(root) / "hot-path"
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ada" / "hot-path"
+    try:
+        return (Path(xdg) if xdg else Path.home() / ".cache") / "ada" / "hot-path"
+    except RuntimeError:  # no $HOME and no passwd entry
+        raise HotPathBuildError("no home directory for its cache (set ADA_CACHE_DIR)") from None
 
 
 @dataclass
