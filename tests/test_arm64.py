@@ -2,7 +2,8 @@
 first run builds its image, 6 to 11 minutes, then cached), and a smoke subset of the arm64 tests
 runs inside it with this checkout: the detail lane's registers (x0-x7, x0 on return, lr, fp, sp)
 with gcc through the Interceptor and TinyCC through the inline engine's stubs, tail calls as `b`
-with both engines, exact counts over shm and rpc. The whole subset, `bash scripts/arm64.sh`
+with both engines, exact counts over shm and rpc, and ada's own build of the hot path loaded
+by CModule, the same code as Frida's build in the target. The whole subset, `bash scripts/arm64.sh`
 (one to three hours or more under emulation, as the machine's speed goes), is run before an arm64 change is called done
 (docs/platforms.md)."""
 
@@ -21,7 +22,8 @@ SMOKE = [f"tests/{test}" for test in (
     "test_tail_calls.py::test_tail_calls_nest_in_the_call_that_jumped[frida-chain]",
     "test_tail_calls.py::test_tail_calls_nest_in_the_call_that_jumped[inline-chain]",
     "test_devices.py::test_local_transports_give_the_same_exact_counts[frida-shm]",
-    "test_devices.py::test_local_transports_give_the_same_exact_counts[frida-rpc]")]
+    "test_devices.py::test_local_transports_give_the_same_exact_counts[frida-rpc]",
+    "test_hot_path_build.py::test_the_host_build_is_the_code_frida_builds_in_the_target")]
 
 
 # The guest keeps its two CPUs (two pytest workers in it). One (scripts/arm64.sh --cpus 1,
