@@ -140,6 +140,7 @@ class Manifest:
     options: dict[str, Any] = field(default_factory=dict)
     hooks: dict[str, Any] = field(default_factory=dict)  # the engine, and how many functions not
     # through it (by_interceptor_instead), refused or hooked as another's alias
+    hot_path: dict[str, Any] = field(default_factory=dict)  # its compiler, and where it was built
     problems: list[str] = field(default_factory=list)  # entries left out, and why
 
     @property
@@ -210,7 +211,7 @@ def parse_manifest(doc: dict[str, Any], path: Path) -> Manifest:
         windows=_entries(doc, "windows", _window, problems),
         device=_dict(doc, "device", problems), drops=_dict(doc, "drops", problems),
         detail=_dict(doc, "detail", problems), options=_dict(doc, "options", problems),
-        hooks=_hooks(doc), problems=problems)
+        hooks=_hooks(doc), hot_path=_dict(doc, "hot_path", problems), problems=problems)
 
 
 def _hooks(doc: dict[str, Any]) -> dict[str, Any]:

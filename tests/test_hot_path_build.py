@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 from ada.tracer.record.agent_code import agent_sources
 from ada.tracer.record import hot_path_build
 from ada.tracer.record.hot_path_build import built
-from helpers import ada_lines, function_events, trace_session as trace
+from helpers import ada_lines, function_events, run_ada, trace_session as trace
 
 N = 2000  # calls of work() in each recording
 
@@ -91,6 +91,9 @@ def test_a_trace_builds_the_hot_path_once_then_takes_it_from_the_cache(tmp_path,
         assert (hot_path["built"], hot_path["toolchain"]) == (how, "external")
         assert [len(ev) for ev in function_events(s, "work").values()] == [2 * N]
     assert any("gcc -O2, by ada, cached" in line for line in ada_lines(out.stderr))
+    info = run_ada("info", s.path, check=True).stdout.splitlines()
+    assert [line for line in info if line.startswith("hot path")] == [
+        f"hot path  toolchain=external, built=host-cache, tls_direct={s.manifest.document['hot_path']['tls_direct']}"]
     assert len(list((tmp_path / "cache" / "hot-path").glob("*.so"))) == 1
 
 

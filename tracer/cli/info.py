@@ -59,6 +59,7 @@ def summarise(session: SessionReader) -> dict[str, Any]:
         "windows": [w.as_dict() for w in manifest.windows],
         "drops": manifest.drops or None,
         "hooks": manifest.hooks or None,
+        "hot_path": manifest.hot_path or None,
         "has_manifest": session.manifest is not None,
         "threads": threads,
     }
@@ -139,6 +140,9 @@ def print_summary(s: dict[str, Any]) -> None:
         out.append(("detail", ", ".join(f"{k}={v}" for k, v in d.items())))
     if isinstance(s["hooks"], dict):
         out.append(("hooks", ", ".join(f"{k}={v}" for k, v in s["hooks"].items())))
+    if isinstance(s["hot_path"], dict):
+        out.append(("hot path", ", ".join(f"{k}={v}" for k, v in s["hot_path"].items()
+                                          if v is not None)))
     if isinstance(s["drops"], dict):
         out.append(("drops", ", ".join(f"{k}={v}" for k, v in s["drops"].items())))
     width = max(len(k) for k, _ in out)
