@@ -65,23 +65,25 @@ def build_for_target(api: Any, config: dict[str, Any], source: str,
     """The hot path built here for the agent's init; None where the target compiles it (not
     Linux, no gcc here, where the target's own attempt tells what it finds, or this build
     failed: `say` tells why)."""
-    if shutil.which("gcc") is None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
         return None
     plan = api.hot_path_plan(config)
     if plan is None:
         return None
     try:
-        path, how = built(plan["defines"] + source, plan["builtins"])
+        path, how = built(plan["defines"] + source, plan["builtins"], gcc)
         return HostBuild(path.read_bytes(), how, path)
     except (HotPathBuildError, OSError) as e:
         say(f"ada could not build the hot path here ({e}); the target compiles it")
         return None
 
 
-def built(source: str, builtins: dict[str, Any]) -> tuple[Path, str]:
-    """(the library, "host-cache" or "host"): from the cache, else compiled into it. The key
-    covers the source, Frida's headers and defines, the compiler and its flags."""
-    gcc = shutil.which("gcc")
+def built(source: str, builtins: dict[str, Any], gcc: str | None = None) -> tuple[Path, str]:
+    """(the library, "host-cache" or "host"): from the cache, else compiled into it by `gcc`
+    (else the one on PATH). The key covers the source, Frida's headers and defines, the
+    compiler and its flags."""
+    gcc = gcc or shutil.which("gcc")
     if gcc is None:
         raise HotPathBuildError("no gcc on PATH")
     flags = compile_flags(builtins["defines"])
