@@ -25,7 +25,7 @@ import frida
 from ..errors import TracerError
 from .dying import DyingWatch
 from .frida_errors import FRIDA_ERRORS
-from .held import HeldChildren
+from .held import HeldChild, HeldChildren, settle
 from .options import ProcessPlace, Target, TraceOptions
 from .pipeline import RecordingStatus
 from .recorder import Recorder, RecordingResult
@@ -54,7 +54,7 @@ class Recording:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()  # a stop was asked or a child is held
-        self._held: queue.SimpleQueue[Any] = queue.SimpleQueue()  # frida Child objects
+        self._held: queue.SimpleQueue[HeldChild] = queue.SimpleQueue()
         self._execs: dict[int, int] = {}  # pid -> images traced after the first
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
         self._announced: set[int] = set()  # pids Frida has announced (followed or let go)
@@ -81,16 +81,17 @@ class Recording:
         """Frida's thread: a child held at its fork or exec; handled by the recording loop.
         ADA_TEST_CHILD_ADDED_DELAY_S (tests only) hands it over that much later, as a slow
         machine does (the emulated arm64 one): the parent may end first."""
+        announced = HeldChild(child, time.monotonic())
         delay = float(os.environ.get("ADA_TEST_CHILD_ADDED_DELAY_S") or 0)
         if delay > 0:
-            timer = threading.Timer(delay, self._hand_over_child, (child,))
+            timer = threading.Timer(delay, self._hand_over_child, (announced,))
             timer.daemon = True
             timer.start()
         else:
-            self._hand_over_child(child)
+            self._hand_over_child(announced)
 
-    def _hand_over_child(self, child: Any) -> None:
-        self._held.put(child)
+    def _hand_over_child(self, held: HeldChild) -> None:
+        self._held.put(held)
         self._wake.set()
 
     # --- the recording ------------------------------------------------------------
@@ -169,14 +170,14 @@ class Recording:
             self._announced.add(child.pid)
             parent = self._tracer_of(child.parent_pid)
             if parent is None:  # not a process of this recording
-                self._let_go_children.let_go(child.pid, child.origin)
+                self._let_go_children.let_go(child)
                 continue
             follow = self.options.follow_children and not self._stop.is_set()
             if child.origin != "exec":  # an exec is the same process: its image ends "exec"
                 parent.children.append({"pid": child.pid, "origin": child.origin,
                                         "followed": follow})
             if not follow:
-                self._let_go_children.let_go(child.pid, child.origin)
+                self._let_go_children.let_go(child)
                 continue
             recorder = self._follow(child)
             if recorder is not None:
@@ -214,7 +215,7 @@ class Recording:
                 return recorder
         return None
 
-    def _follow(self, child: Any) -> Recorder | None:
+    def _follow(self, child: HeldChild) -> Recorder | None:
         """Attach to a held child, hook it and let it run; None (it runs untraced) on failure."""
         process_dir = None
         if child.origin == "exec":
@@ -232,6 +233,8 @@ class Recording:
         except TracerError as e:
             self.warn(f"cannot follow {child.origin} child {child.pid}: {e}; it runs untraced")
             return None
+        if child.origin == "fork":
+            settle(child.announced_at)  # see held.py
         recorder.start()
         self.recorders.append(recorder)
         what = "the new image of" if child.origin == "exec" else f"{child.origin} child"
@@ -243,7 +246,7 @@ class Recording:
         while True:
             try:
                 child = self._held.get_nowait()
-                self._let_go_children.let_go(child.pid, child.origin)
+                self._let_go_children.let_go(child)
             except queue.Empty:
                 return
 
