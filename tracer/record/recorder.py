@@ -238,8 +238,9 @@ class Recorder:
 
         Frida's recovery from a held fork is not reliable: its host re-creates the child's
         agent thread through ptrace while the child runs, and about 1 child in a few hundred
-        then crashes inside Frida's allocator, stopped by that ptrace for ever (frida 17.26.2;
-        scripts/frida_fork_repro.py shows it without ada). So a child ada does not follow is
+        resumed at once then crashes inside Frida's allocator, stopped by that ptrace for ever
+        (frida 17.26.2; scripts/frida_fork_repro.py shows it without ada; held.py's SETTLE_S
+        is what ada does for the children it holds). So a child ada does not follow is
         not held where the hot path knows it is in a child (wipesOnFork): it runs the
         parent's hooks, which record nothing there, and Frida's fork machinery stays out."""
         assert self.frida_session is not None and self.agent_info is not None
