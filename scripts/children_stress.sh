@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# scripts/children_stress.sh [follow|let-go] [RUNS] [CHILDREN] [-- extra ada trace arguments]
+#
+# Frida's fork machinery loses a child now and then (docs/recording.md, "What is still
+# exposed"); this counts how often ada does, with ada itself. Each run records
+# tests/targets/forks.c as `forks 500 CHILDREN serial` (children forked one after another,
+# each waited for) and is lost if it has not ended after 60 s plus 1 s a child:
+#   follow  ada's default: every child followed; a run passes when every process is `clean`
+#   let-go  every child held and let go (ADA_TEST_NO_WIPEONFORK=1 --no-follow-children), as
+#           where the hot path cannot tell a child from its parent (macOS, old Linux)
+# A lost run prints the held processes' states (state t, traced by ada: Frida's ptrace after
+# a fault inside its agent) and is ended with two SIGINTs, as a user would. Prints a line a
+# run and a total; exits 1 if any run was lost. Measured 2026-11-29 (x86_64): let-go lost 3
+# of 14 runs of 60 children before held.SETTLE_S, none of 30 after; follow lost none of 70.
+set -uo pipefail
+
+MODE=${1:-follow}
+RUNS=${2:-20}
+CHILDREN=${3:-60}
+shift $(( $# < 3 ? $# : 3 ))
+[ "${1:-}" = "--" ] && shift
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+ADA=${ADA:-$REPO/.venv/bin/ada}
+case $MODE in
+    follow) ENVS=(); FLAGS=() ;;
+    let-go) ENVS=(ADA_TEST_NO_WIPEONFORK=1); FLAGS=(--no-follow-children) ;;
+    *) echo "children_stress: mode is follow or let-go, not '$MODE'" >&2; exit 2 ;;
+esac
+[ -x "$ADA" ] || { echo "children_stress: no ada at $ADA (bash scripts/venv.sh first)" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/ada-children-stress-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+gcc -O1 -rdynamic -o "$WORK/forks" "$REPO/tests/targets/forks.c" || exit 2
+LIMIT=${ADA_STRESS_LIMIT_S:-$((60 + CHILDREN))}  # the environment may set it (to try the lost path)
+lost=0
+for run in $(seq "$RUNS"); do
+    rm -rf "$WORK/out"
+    start=$(date +%s.%N)
+    env "${ENVS[@]}" "$ADA" trace -q -o "$WORK/out" "${FLAGS[@]}" "$@" \
+        -f "$WORK/forks" 500 "$CHILDREN" serial -i 'forks!work' > "$WORK/log" 2>&1 &
+    ada_pid=$!
+    while kill -0 "$ada_pid" 2>/dev/null && \
+          [ "$(echo "$(date +%s.%N) - $start < $LIMIT" | bc)" = 1 ]; do
+        sleep 0.2
+    done
+    took=$(printf %.1f "$(echo "$(date +%s.%N) - $start" | bc)")
+    if kill -0 "$ada_pid" 2>/dev/null; then
+        lost=$((lost + 1))
+        echo "run $run: LOST (not ended after $LIMIT s)"
+        for pid in $(pgrep -f "$WORK/forks"); do
+            echo "  pid $pid: $(grep -E '^(State|TracerPid)' "/proc/$pid/status" | tr '\n\t' '  ')"
+        done
+        kill -INT "$ada_pid"; sleep 5; kill -INT "$ada_pid" 2>/dev/null
+        wait "$ada_pid" 2>/dev/null
+        pkill -9 -f "$WORK/forks"
+        continue
+    fi
+    wait "$ada_pid"; rc=$?
+    # one line a process ("clean" in a session of several; "ended cleanly" when it holds one)
+    clean=$("$ADA" info "$WORK"/out/session_* 2>/dev/null | grep -cE " clean |ended +cleanly")
+    want=$([ "$MODE" = follow ] && echo $((CHILDREN + 1)) || echo 1)
+    if [ "$rc" -ne 0 ] || [ "$clean" -ne "$want" ]; then
+        lost=$((lost + 1))
+        echo "run $run: FAILED (exit $rc, $clean clean processes), in $took s"
+        tail -3 "$WORK/log" | sed 's/^/  /'
+    else
+        echo "run $run: $clean clean process(es) in $took s"
+    fi
+done
+echo "$MODE: $lost of $RUNS runs lost or failed ($CHILDREN children a run)"
+[ "$lost" -eq 0 ]
