@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scripts/children_stress.sh [follow|let-go] [RUNS] [CHILDREN] [-- extra ada trace arguments]
 #
+# ADA: the ada to run (default: this checkout's .venv/bin/ada; `ada` in the arm64 guest).
+#
 # Frida's fork machinery loses a child now and then (docs/recording.md, "What is still
 # exposed"); this counts how often ada does, with ada itself. Each run records
 # tests/targets/forks.c as `forks 500 CHILDREN serial` (children forked one after another,
@@ -26,7 +28,7 @@ case $MODE in
     let-go) ENVS=(ADA_TEST_NO_WIPEONFORK=1); FLAGS=(--no-follow-children) ;;
     *) echo "children_stress: mode is follow or let-go, not '$MODE'" >&2; exit 2 ;;
 esac
-[ -x "$ADA" ] || { echo "children_stress: no ada at $ADA (bash scripts/venv.sh first)" >&2; exit 2; }
+ADA=$(command -v "$ADA") || { echo "children_stress: no ada (bash scripts/venv.sh first, or ADA=path)" >&2; exit 2; }
 
 WORK=$(mktemp -d /tmp/ada-children-stress-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
