@@ -37,20 +37,21 @@ LIMIT=${ADA_STRESS_LIMIT_S:-$((60 + CHILDREN))}  # the environment may set it (t
 lost=0
 for run in $(seq "$RUNS"); do
     rm -rf "$WORK/out"
-    start=$(date +%s.%N)
+    start=$(date +%s%N)
     env "${ENVS[@]}" "$ADA" trace -q -o "$WORK/out" "${FLAGS[@]}" "$@" \
         -f "$WORK/forks" 500 "$CHILDREN" serial -i 'forks!work' > "$WORK/log" 2>&1 &
     ada_pid=$!
     while kill -0 "$ada_pid" 2>/dev/null && \
-          [ "$(echo "$(date +%s.%N) - $start < $LIMIT" | bc)" = 1 ]; do
+          [ $(( ($(date +%s%N) - start) / 1000000000 )) -lt "$LIMIT" ]; do
         sleep 0.2
     done
-    took=$(printf %.1f "$(echo "$(date +%s.%N) - $start" | bc)")
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    took=$((ms / 1000)).$(( ms % 1000 / 100 ))
     if kill -0 "$ada_pid" 2>/dev/null; then
         lost=$((lost + 1))
         echo "run $run: LOST (not ended after $LIMIT s)"
         for pid in $(pgrep -f "$WORK/forks"); do
-            echo "  pid $pid: $(grep -E '^(State|TracerPid)' "/proc/$pid/status" | tr '\n\t' '  ')"
+            echo "  pid $pid: $(grep -E '^(State|TracerPid)' "/proc/$pid/status" 2>/dev/null | tr '\n\t' '  ')"
         done
         kill -INT "$ada_pid"; sleep 5; kill -INT "$ada_pid" 2>/dev/null
         wait "$ada_pid" 2>/dev/null
