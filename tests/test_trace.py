@@ -479,11 +479,14 @@ def test_ctrl_c_while_attaching_to_a_stopped_target_does_not_hold_ada(tmp_path, 
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "ADA_TEST_PIPELINE_DELAY_S": "60",
                                     "PYTHONFAULTHANDLER": "1"})
-        said, deadline = [], time.monotonic() + 120
-        while not any("; recording (" in line for line in said):
-            assert time.monotonic() < deadline and ada.poll() is None, "".join(said)
+        # Raw reads of the pipe, not readline(): a readline that buffered the line after the
+        # one it returned left select() waiting on an empty pipe until ada wrote again, after
+        # its 60 s hold (a CI run interrupted the recording then, not the attach)
+        said, deadline = b"", time.monotonic() + 120
+        while b"; recording (" not in said:
+            assert time.monotonic() < deadline and ada.poll() is None, said.decode()
             if select.select([ada.stderr], [], [], 0.2)[0]:
-                said.append(ada.stderr.readline())
+                said += os.read(ada.stderr.fileno(), 65536)
         _, stderr = stop_target_then_interrupt(proc, ada)
         print(stderr)
         assert ada.returncode == 130, stderr
