@@ -111,10 +111,7 @@ class HeldChildren:
             elif age < RECOVERY_S:
                 keep.append((resumed, session))
                 continue
-            closing = threading.Thread(target=release, args=(session,), daemon=True,
-                                       name="ada-let-go")
-            closing.start()
-            self._closing.append(closing)
+            self._closing.append(release(session))
         self._open = keep
         self._closing = [t for t in self._closing if t.is_alive()]
         if wait:
@@ -123,17 +120,24 @@ class HeldChildren:
                 closing.join(max(0.0, deadline - time.monotonic()))
 
 
-def release(session: Any) -> None:
-    """Close ada's session on a released child (it may have ended since)."""
-    try:
-        session.detach()
-    except FRIDA_ERRORS:
-        pass
+def release(session: Any) -> threading.Thread:
+    """Close ada's session on a released child (it may have ended since), on a thread of its
+    own (returned): a close that Frida never ends must not hold the caller (the module's doc)."""
+
+    def close() -> None:
+        try:
+            session.detach()
+        except FRIDA_ERRORS:
+            pass
+
+    closing = threading.Thread(target=close, daemon=True, name="ada-let-go")
+    closing.start()
+    return closing
 
 
 def resume_and_release(device: frida.core.Device, pid: int, session: Any) -> None:
     """Resume a held child on which ada holds `session`, and close it once the child has
-    recovered from its fork (blocking: for a child whose follow failed)."""
+    recovered from its fork (waits RECOVERY_S: for a child whose follow failed)."""
     try:
         device.resume(pid)
     except FRIDA_ERRORS:
