@@ -50,7 +50,7 @@ function platformConfig(clockSource) {
     facts.glibc = Module.findGlobalExportByName('gnu_get_libc_version') !== null;
     symbols.ada_clock_gettime = findVdsoClock() || Module.getGlobalExportByName('clock_gettime');
     for (const name of ['syscall', 'pthread_self', 'pthread_getattr_np', 'pthread_attr_getstack',
-                        'pthread_attr_destroy', 'posix_fallocate', 'open', 'read', 'close'])
+                        'pthread_attr_destroy', 'posix_fallocate', 'open', 'read', 'close', 'sigaction'])
       symbols[name] = Module.getGlobalExportByName(name);
     clockType = 3;
     anonMapFlags = 0x0002 | 0x0020 | 0x4000;  /* MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE */
@@ -97,8 +97,10 @@ function hotPathDefines(platform, arch, facts) {
   defines.push(`#define ADA_SYSCALL_INSN ${x64 ? '0x050fU' : '0xd4000001U'}`);  /* syscall; svc #0 */
   defines.push(`#define ADA_SYSCALL_INSN_BYTES ${x64 ? 2 : 4}`);
   defines.push(`#define ADA_READ_SYSCALL ${x64 ? 0 : 63}`);
-  if (facts.glibc)
+  if (facts.glibc) {
     defines.push('#define ADA_TLS_GLIBC 1');  /* a thread's pthread keys at %fs (ada_tls_get) */
+    defines.push('#define ADA_CHILD_SIGNALS 1');  /* glibc's struct sigaction (ada_child_fatal) */
+  }
   return defines;
 }
 

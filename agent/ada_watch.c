@@ -3,8 +3,8 @@
  * std::terminate (ada_on_terminate: which hooked call a C++ exception could not unwind
  * through), the --trigger functions (ada_on_trigger: the flight recorder's trigger ring),
  * exit(), _exit() and abort() (ada_on_exit, ada_on__exit, ada_on_abort), and fork() and
- * execve() where Frida does not hold children (ada_on_fork, ada_on_exec_enter); and this
- * process's children (ada_children).
+ * execve() where Frida does not hold children (ada_on_fork, ada_on_exec_enter; a child's
+ * fatal signals, ada_child_fatal); and this process's children (ada_children).
  */
 
 /*
@@ -112,10 +112,94 @@ ada_on_abort (GumInvocationContext * ic)
   ada_end_called (ic, ADA_END_ABORT);
 }
 
+#ifdef ADA_CHILD_SIGNALS
+/*
+ * A forked child that Frida does not hold (recorder.py, _hold_children) inherits Frida's
+ * handler of fatal signals (its exceptor) and a copy of the locks other threads of the
+ * parent held at the fork, for ever held in the child. A child that crashed then waited for
+ * ever instead of dying, and its parent for it: with --transport rpc, where the agent answers
+ * ada all the time, 9 runs of 10 with 60 crashing children did, the child waiting for the
+ * script engine's lock (the agent's exception handler is JavaScript); with that handler taken
+ * away around each fork, still 1 run in 5, the child spinning on a lock in Frida's own code
+ * (sched_yield: by my reading its heap's, as the exceptor looks at the faulting instruction).
+ * So at its fork (ada_on_fork) a child's fatal signals that went to Frida go to
+ * ada_child_fatal, which enters neither: it asks libc's sigaction for the program's handler
+ * (Frida replaced sigaction, and answers from its own table, without a lock), and hands the
+ * signal to it, or lets the signal take its course as it would without ada. SIGTRAP stays
+ * (ada's breakpoint hooks, ada_inline_trap).
+ */
+typedef struct
+{
+  gpointer handler;
+  guint64 mask[16];
+  gint flags;
+  gint pad;
+  gpointer restorer;
+} AdaLibcSigaction;  /* glibc's struct sigaction (64-bit) */
+
+#define ADA_SA_SIGINFO_FLAG 4
+extern int sigaction (int signal, const AdaLibcSigaction * act, AdaLibcSigaction * old);
+
+static const gint ada_child_fatal_signals[] = { 6, 11, 7, 4, 8, 31 };  /* SIGABRT, SIGSEGV,
+                                                                     * SIGBUS, SIGILL, SIGFPE, SIGSYS */
+
+static void
+ada_child_fatal (int signal, gpointer info, gpointer uc)
+{
+  const guint64 * frida = &ada_state.own_code[2];
+  AdaLibcSigaction program;
+  guint64 act[4] = { 0, 0, 0, 0 };
+  guint64 at;
+
+  if (sigaction (signal, NULL, &program) != 0)
+    program.handler = NULL;
+  at = (guint64) (gsize) program.handler;
+  if (program.handler == (gpointer) ada_child_fatal || (at >= frida[0] && at < frida[1]))
+    program.handler = NULL;  /* the kernel's answer, not Frida's table: nobody's handler */
+  if ((program.flags & ADA_SA_SIGINFO_FLAG) != 0 && program.handler != NULL)
+  {
+    ((void (*) (int, gpointer, gpointer)) program.handler) (signal, info, uc);
+    return;
+  }
+  if ((gsize) program.handler > 1)
+  {
+    ((void (*) (int)) program.handler) (signal);
+    return;
+  }
+  /* SIG_DFL or SIG_IGN: the kernel's own action from now on. A fault comes again as this
+   * returns; a signal sent (si_code <= 0: kill, raise, abort) is sent again. */
+  act[0] = (guint64) (gsize) program.handler;
+  syscall (ADA_RT_SIGACTION_SYSCALL, (glong) signal, act, NULL, 8L);
+  if (((const gint *) info)[2] <= 0)
+    syscall (ADA_TGKILL_SYSCALL, syscall (ADA_PID_SYSCALL), syscall (ADA_TID_SYSCALL),
+        (glong) signal);
+}
+
+/* In the child: ada_child_fatal in front of each fatal signal that went to Frida's code. */
+static void
+ada_child_fatal_install (void)
+{
+  const guint64 * frida = &ada_state.own_code[2];
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (ada_child_fatal_signals); i++)
+  {
+    guint64 act[4];
+
+    if (syscall (ADA_RT_SIGACTION_SYSCALL, (glong) ada_child_fatal_signals[i], NULL, act,
+        8L) != 0 || act[0] < frida[0] || act[0] >= frida[1])
+      continue;
+    act[0] = (guint64) (gsize) ada_child_fatal;  /* Frida's flags, restorer and mask kept */
+    syscall (ADA_RT_SIGACTION_SYSCALL, (glong) ada_child_fatal_signals[i], act, NULL, 8L);
+  }
+}
+#endif
+
 /*
  * fork() returned. In the parent, the child's pid goes into the region for the host's
  * manifest: a child Frida does not hold at its fork (recorder.py, _hold_children) is seen
- * nowhere else. The first ADA_FORK_SLOTS are kept; `forks` counts them all.
+ * nowhere else. The first ADA_FORK_SLOTS are kept; `forks` counts them all. In the child,
+ * its fatal signals stay out of Frida's code (ada_child_fatal).
  */
 void
 ada_on_fork (GumInvocationContext * ic)
@@ -124,6 +208,10 @@ ada_on_fork (GumInvocationContext * ic)
   gssize pid = (gssize) gum_invocation_context_get_return_value (ic);
   guint32 n;
 
+#ifdef ADA_CHILD_SIGNALS
+  if (pid == 0 && ADA_FORKED ())
+    ada_child_fatal_install ();
+#endif
   if (pid <= 0 || !ada_own_process ())
     return;
   n = (guint32) g_atomic_int_add ((volatile gint *) &h->forks, 1);

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import ada.atf as atf
 from ada.atf import format as F
@@ -278,6 +279,46 @@ def test_children_let_go_one_after_another_all_run(tmp_path, target_bin, engine)
     listed = s.manifest.document["process"]["children"]
     assert len(listed) == children and not any(c["followed"] for c in listed)
     assert len({c["pid"] for c in listed}) == children
+    assert_verify_clean(main)
+
+
+def end_every_run_of(exe: Path) -> None:
+    """Kill what is left of a target (a test that failed on a hang leaves its processes)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "exe") == str(exe):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("handler", ["none", "before", "after", "abort"])
+def test_children_not_followed_that_crash_end_as_they_would_without_ada(tmp_path, target_bin,
+                                                                        engine, handler):
+    """A child ada does not follow runs on with a copy of the parent's Frida: its handler of
+    fatal signals, and the locks the parent's other threads held at the fork, held for ever
+    in the child. Forked while the agent answered ada (--transport rpc: all the time), a
+    child that crashed waited for ever in Frida's code instead of dying, and its parent for
+    it: 9 runs of 10 with 60 such children hung. Now the child's fatal signals go to
+    ada_child_fatal (ada_watch.c), which enters neither the agent's JavaScript nor Frida's
+    heap. Every child must end as without ada (forks.c checks each, "crashed K of M"):
+    killed by SIGSEGV, by SIGABRT from abort(), or through the program's own handler, set
+    before the fork or after it (in the child, where Frida keeps the program's handlers)."""
+    children = 30
+    exe = target_bin("forks")
+    try:
+        out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", exe, 100, children,
+                      "crashes", handler, "-i", "forks!work", "--no-follow-children",
+                      "--transport", "rpc", timeout=45)
+    finally:
+        end_every_run_of(exe)
+    assert f"crashed {children} of {children}" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0, out.stderr
+    (main,) = session_lines(out)
+    s, counts = work_events(main)
+    assert counts == {pids(out)["parent"]: 2 * 100}
+    assert len(s.manifest.document["process"]["children"]) == children
+    assert s.manifest.document["end"]["clean"]
     assert_verify_clean(main)
 
 

@@ -10,12 +10,18 @@
  * the parent makes N calls, runs system("true"), N calls, reads a line from
  * popen("echo hi"), N calls, and exits (both spawn their shell through posix_spawn in
  * glibc); "crash" the child makes its M calls, waits until the file GATE (argv[4]) exists and
- * dies of SIGSEGV, while the parent makes its N calls and waits for it. Each other process
- * prints "pid <role> <pid>" first. */
+ * dies of SIGSEGV, while the parent makes its N calls and waits for it; "crashes" like "serial",
+ * but each child faults (SIGSEGV) after its calls, and the parent prints "crashed K of M" (the
+ * children that ended as they should) and exits 0 only if K is M: killed by SIGSEGV, or with
+ * HANDLER (argv[4]) "before" the parent's own SIGSEGV handler, set before the forks, ends
+ * each with _exit(42), with "after" one the child sets after its fork ends it with _exit(43);
+ * "abort": each child calls abort() instead, and SIGABRT must kill it.
+ * Each other process prints "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +44,18 @@ static void calls(long n, long pause_us)
   }
 }
 
+static void exit_42(int sig)
+{
+  (void) sig;
+  _exit(42);
+}
+
+static void exit_43(int sig)
+{
+  (void) sig;
+  _exit(43);
+}
+
 int main(int argc, char **argv)
 {
   if (argc == 2) {  /* the new image after exec */
@@ -51,16 +69,36 @@ int main(int argc, char **argv)
   const char *mode = argc > 3 ? argv[3] : "wait";
   printf("pid parent %d\n", getpid());
   fflush(stdout);
-  if (strcmp(mode, "serial") == 0) {
+  int crashes = strcmp(mode, "crashes") == 0;
+  if (crashes || strcmp(mode, "serial") == 0) {
+    const char *handler = crashes && argc > 4 ? argv[4] : "none";
+    int expected = strcmp(handler, "before") == 0 ? 42 : strcmp(handler, "after") == 0 ? 43 : 0;
+    int dies_of = strcmp(handler, "abort") == 0 ? SIGABRT : SIGSEGV;
+    long crashed = 0;
+    if (expected == 42)
+      signal(SIGSEGV, exit_42);
     for (long k = 0; k < m; k++) {
       pid_t one = fork();
       if (one == 0) {
         calls(10, 0);
+        if (expected == 43)
+          signal(SIGSEGV, exit_43);
+        if (crashes && dies_of == SIGABRT)
+          abort();
+        if (crashes)
+          *(volatile long *) 0 = 1;
         _exit(0);
       }
-      waitpid(one, NULL, 0);
+      int status = 0;
+      waitpid(one, &status, 0);
+      crashed += expected ? WIFEXITED(status) && WEXITSTATUS(status) == expected
+                          : WIFSIGNALED(status) && WTERMSIG(status) == dies_of;
     }
     calls(n, 0);
+    if (crashes) {
+      printf("crashed %ld of %ld\n", crashed, m);
+      return crashed == m ? 0 : 1;
+    }
     return 0;
   }
   if (strcmp(mode, "spawn") == 0) {  /* a child by posix_spawn (no fork), left running */
