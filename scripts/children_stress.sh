@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/children_stress.sh [follow|let-go] [RUNS] [CHILDREN] [-- extra ada trace arguments]
+# scripts/children_stress.sh [follow|let-go|crashes] [RUNS] [CHILDREN] [-- extra ada trace arguments]
 #
 # ADA: the ada to run (default: this checkout's .venv/bin/ada; `ada` in the arm64 guest).
 #
@@ -10,10 +10,14 @@
 #   follow  ada's default: every child followed; a run passes when every process is `clean`
 #   let-go  every child held and let go (ADA_TEST_NO_WIPEONFORK=1 --no-follow-children), as
 #           where the hot path cannot tell a child from its parent (macOS, old Linux)
+#   crashes children not followed, each dying of SIGSEGV (`forks 500 CHILDREN crashes`), with
+#           --transport rpc (the agent answers ada all the time); a run passes when every
+#           child died of its signal ("crashed N of N") and the parent is `clean`
 # A lost run prints the held processes' states (state t, traced by ada: Frida's ptrace after
 # a fault inside its agent) and is ended with two SIGINTs, as a user would. Prints a line a
 # run and a total; exits 1 if any run was lost. Measured 2026-11-29 (x86_64): let-go lost 3
 # of 14 runs of 60 children before held.SETTLE_S, none of 30 after; follow lost none of 70.
+# 2026-11-30: crashes lost 9 of 10 before ada_child_fatal (ada_watch.c).
 set -uo pipefail
 
 MODE=${1:-follow}
@@ -23,10 +27,12 @@ shift $(( $# < 3 ? $# : 3 ))
 [ "${1:-}" = "--" ] && shift
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 ADA=${ADA:-$REPO/.venv/bin/ada}
+TARGET=serial
 case $MODE in
     follow) ENVS=(); FLAGS=() ;;
     let-go) ENVS=(ADA_TEST_NO_WIPEONFORK=1); FLAGS=(--no-follow-children) ;;
-    *) echo "children_stress: mode is follow or let-go, not '$MODE'" >&2; exit 2 ;;
+    crashes) ENVS=(); FLAGS=(--no-follow-children --transport rpc); TARGET=crashes ;;
+    *) echo "children_stress: mode is follow, let-go or crashes, not '$MODE'" >&2; exit 2 ;;
 esac
 ADA=$(command -v "$ADA") || { echo "children_stress: no ada (bash scripts/venv.sh first, or ADA=path)" >&2; exit 2; }
 
@@ -39,7 +45,7 @@ for run in $(seq "$RUNS"); do
     rm -rf "$WORK/out"
     start=$(date +%s%N)
     env "${ENVS[@]}" "$ADA" trace -q -o "$WORK/out" "${FLAGS[@]}" "$@" \
-        -f "$WORK/forks" 500 "$CHILDREN" serial -i 'forks!work' > "$WORK/log" 2>&1 &
+        -f "$WORK/forks" 500 "$CHILDREN" "$TARGET" -i 'forks!work' > "$WORK/log" 2>&1 &
     ada_pid=$!
     while kill -0 "$ada_pid" 2>/dev/null && \
           [ $(( ($(date +%s%N) - start) / 1000000000 )) -lt "$LIMIT" ]; do
@@ -62,7 +68,9 @@ for run in $(seq "$RUNS"); do
     # one line a process ("clean" in a session of several; "ended cleanly" when it holds one)
     clean=$("$ADA" info "$WORK"/out/session_* 2>/dev/null | grep -cE " clean |ended +cleanly")
     want=$([ "$MODE" = follow ] && echo $((CHILDREN + 1)) || echo 1)
-    if [ "$rc" -ne 0 ] || [ "$clean" -ne "$want" ]; then
+    crashed=yes
+    [ "$MODE" = crashes ] && ! grep -q "^crashed $CHILDREN of $CHILDREN\$" "$WORK/log" && crashed=no
+    if [ "$rc" -ne 0 ] || [ "$clean" -ne "$want" ] || [ "$crashed" = no ]; then
         lost=$((lost + 1))
         echo "run $run: FAILED (exit $rc, $clean clean processes), in $took s"
         tail -3 "$WORK/log" | sed 's/^/  /'
