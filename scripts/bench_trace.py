@@ -9,7 +9,8 @@ uninstrumented; uftrace recording a -pg build of the same source (found on PATH,
 with apt-get when run as root; said when it cannot be); Frida's empty CModule hook; ada trace
 with --hook-engine frida and with the default engine (auto, which must take small() inline:
 the run fails otherwise); and the default's ratio to uftrace (issue 26: the target 1.9x, the
-goal 2.5x; zero events lost). Then what a breakpoint hook (the
+goal 2.5x; zero events lost), each round beside what writing a new file through the page
+cache cost just before it (page_cache_write_ns: on the development VM the drain's pace). Then what a breakpoint hook (the
 inline engine's last resort, for functions no jump fits) costs a call, and (--depth-only) what
 a hooked call costs the returns above it, (--parts-only) where an inline hooked call's
 time goes, part by part, (--rest-only) what ada costs the host while the program
@@ -128,7 +129,9 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
         lost: dict[str, int] = {}
         waited: dict[str, list[float]] = {}  # ms the target waited for the drain (full rings)
         print(f"  {threads} thread(s):")
+        probes: list[float] = []  # each round's page-cache write cost (page_cache_write_ns)
         for k in range(rounds):
+            probes.append(page_cache_write_ns(tmp))
             row = {"uninstrumented": uninstrumented(exe, per, threads)}
             if tool:
                 row["uftrace"], records = uftrace(tool, exe_pg, per, threads, tmp)
@@ -148,7 +151,8 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
                 rates.setdefault(name, []).append(rate)
             print(f"    round {k + 1}: " + ", ".join(f"{name} {rate / 1e6:.2f}"
                                                     for name, rate in row.items()) + " M calls/s"
-                  + f"; ada {ENGINES[-1]} waited {waited[ENGINES[-1]][-1]:,.0f} ms for the drain")
+                  + f"; ada {ENGINES[-1]} waited {waited[ENGINES[-1]][-1]:,.0f} ms for the drain"
+                  + f"; the page cache took {probes[-1]:.1f} ns per 32 bytes written")
         for name, values in rates.items():
             m = median(values)
             note = f"; events lost {lost[name[4:]]:,} of {2 * calls * rounds:,}" \
@@ -174,6 +178,9 @@ def compare_engines(exe: Path, calls: int, tmp: Path, rounds: int) -> None:
                       f"{mid:.2f}x: the target 1.9x {'met' if mid >= 1.9 else 'NOT met'}, the "
                       f"goal 2.5x {'met' if mid >= 2.5 else 'not met'}; rounds under 1.9x: "
                       f"{sum(r < 1.9 for r in each)} of {len(each)}")
+                ratios = [a / b for a, b in zip(rates["ada inline"], rates["uftrace"])]
+                print("    page-cache write cost (ns per 32 bytes) and the round's ratio: "
+                      + ", ".join(f"{p:.1f} ns {r:.2f}x" for p, r in zip(probes, ratios)))
         if "ada inline+xmm" in rates:
             saved = median(rates["ada inline+xmm"])
             print(f"    ada inline / ada inline+xmm (stubs saving xmm0-15): {inline / saved:.2f}x "
@@ -193,6 +200,31 @@ def parse_rate(text: str) -> tuple[float, float]:
     if not m:
         raise RuntimeError(f"no BENCH line in output:\n{text[-2000:]}")
     return float(m.group(3)), float(m.group(2))
+
+
+PROBE_BYTES = 256 << 20
+PROBE_WRITE = 112 << 10  # about what the drain writes at a time, keeping up
+
+
+def page_cache_write_ns(tmp: Path) -> float:
+    """What writing a new file through the page cache costs now, in ns per 32 bytes (ada's
+    index event): 256 MiB in 112 KiB writes, the file then removed. On the development VM
+    this swings from about 9 to over 50 between hours, and with it the drain, which
+    writes 32 bytes an event this way; printed beside each round to tell the machine's state
+    from ada's."""
+    settle_page_cache()
+    path = tmp / "page-cache-probe"
+    chunk = b"\xa5" * PROBE_WRITE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        for _ in range(PROBE_BYTES // PROBE_WRITE):
+            os.write(fd, chunk)
+        seconds = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return seconds / (PROBE_BYTES // PROBE_WRITE * PROBE_WRITE) * 32 * 1e9
 
 
 def settle_page_cache() -> None:
