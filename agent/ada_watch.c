@@ -143,18 +143,25 @@ extern int sigaction (int signal, const AdaLibcSigaction * act, AdaLibcSigaction
 static const gint ada_child_fatal_signals[] = { 6, 11, 7, 4, 8, 31 };  /* SIGABRT, SIGSEGV,
                                                                      * SIGBUS, SIGILL, SIGFPE, SIGSYS */
 
+/* Whether a handler is code of Frida's agent (its exceptor's). */
+static gboolean
+ada_frida_handler (guint64 handler)
+{
+  const guint64 * frida = &ada_state.own_code[2];
+
+  return handler >= frida[0] && handler < frida[1];
+}
+
 static void
 ada_child_fatal (int signal, gpointer info, gpointer uc)
 {
-  const guint64 * frida = &ada_state.own_code[2];
   AdaLibcSigaction program;
   guint64 act[4] = { 0, 0, 0, 0 };
-  guint64 at;
 
   if (sigaction (signal, NULL, &program) != 0)
     program.handler = NULL;
-  at = (guint64) (gsize) program.handler;
-  if (program.handler == (gpointer) ada_child_fatal || (at >= frida[0] && at < frida[1]))
+  if (program.handler == (gpointer) ada_child_fatal ||
+      ada_frida_handler ((guint64) (gsize) program.handler))
     program.handler = NULL;  /* the kernel's answer, not Frida's table: nobody's handler */
   if ((program.flags & ADA_SA_SIGINFO_FLAG) != 0 && program.handler != NULL)
   {
@@ -179,7 +186,6 @@ ada_child_fatal (int signal, gpointer info, gpointer uc)
 static void
 ada_child_fatal_install (void)
 {
-  const guint64 * frida = &ada_state.own_code[2];
   guint i;
 
   for (i = 0; i < G_N_ELEMENTS (ada_child_fatal_signals); i++)
@@ -187,7 +193,7 @@ ada_child_fatal_install (void)
     guint64 act[4];
 
     if (syscall (ADA_RT_SIGACTION_SYSCALL, (glong) ada_child_fatal_signals[i], NULL, act,
-        8L) != 0 || act[0] < frida[0] || act[0] >= frida[1])
+        8L) != 0 || !ada_frida_handler (act[0]))
       continue;
     act[0] = (guint64) (gsize) ada_child_fatal;  /* Frida's flags, restorer and mask kept */
     syscall (ADA_RT_SIGACTION_SYSCALL, (glong) ada_child_fatal_signals[i], act, NULL, 8L);
