@@ -56,6 +56,7 @@ class AdaAgent {
     this.inline = null;      /* the inline hook engine (--hook-engine inline), or Frida's Interceptor */
     this.hold = null;        /* the program's threads held while code is written (ThreadHold) */
     this.threads = null;     /* the hot path's ThreadState array */
+    this.forks = null;       /* where Frida holds children: their count (forkCounter) */
   }
 
   /*

@@ -590,3 +590,84 @@ function holdEntryArm64(at, data) {
     0xd65f03c0,   /* 17 ret (to the restorer) */
   ];
 }
+
+/*
+ * A count of the children this process forks, kept where Frida holds them at their fork:
+ * Frida now and then leaves a held child unannounced, and it then runs untraced, while ada
+ * learns of a held child only from that announcement (docs/recording.md, "Children and
+ * exec"). glibc runs its atfork child handlers in every child fork() makes (and Frida makes
+ * vfork a fork where it holds children); the handler here adds one to a word in a shared
+ * page when the child's parent is the process that registered it (a grandchild inherits the
+ * registration, not the count). Code and page are never unmapped (as lastingCode's: a fork
+ * under way as ada leaves may still run it); the registration is taken back as ada leaves,
+ * with __cxa_finalize and the page as the handle, glibc's way of dropping a library's fork
+ * handlers as it is unloaded. No hook on fork(): a second listener there beside Frida's
+ * broke Frida's holding (measured, docs/recording.md). null where this cannot count: not
+ * glibc, or neither x86_64 nor arm64.
+ */
+function forkCounter() {
+  const find = name => Module.findGlobalExportByName(name);
+  const register = find('__register_atfork'), finalize = find('__cxa_finalize');
+  if (register === null || finalize === null || find('gnu_get_libc_version') === null ||
+      (Process.arch !== 'x64' && Process.arch !== 'arm64'))
+    return null;
+  const mmap = new NativeFunction(find('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64'], { scheduling: 'exclusive' });
+  const size = Process.pageSize;
+  const page = mmap(NULL, size, 3, 0x21, -1, 0);  /* rw, MAP_SHARED | MAP_ANONYMOUS */
+  const code = mmap(NULL, size, 3, 0x22, -1, 0);  /* rw, then r-x */
+  if (page.equals(ptr(-1)) || code.equals(ptr(-1)))
+    return null;
+  page.writeU32(Process.id);  /* +0 the parent, +4 the count */
+  if (Process.arch === 'x64') {
+    code.writeByteArray(FORK_COUNT_X64);
+    code.add(9).writePointer(page);
+  } else {
+    FORK_COUNT_ARM64.forEach((word, i) => code.add(4 * i).writeU32(word));
+    code.add(4 * FORK_COUNT_ARM64.length).writePointer(page);
+  }
+  Memory.protect(code, size, 'r-x');
+  const registerFn = new NativeFunction(register, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
+  if (registerFn(NULL, NULL, code, page) !== 0)
+    return null;
+  const finalizeFn = new NativeFunction(finalize, 'void', ['pointer']);
+  let registered = true;
+  return {
+    count: () => page.add(4).readU32(),
+    stop: () => {
+      if (registered)
+        finalizeFn(page);
+      registered = false;
+    },
+  };
+}
+
+/* The atfork child handler on x86_64 (see forkCounter), the page's address written at 9:
+ * rax, rcx, r11 (the syscall's) and rdx, all the caller's to lose. */
+const FORK_COUNT_X64 = [
+  0xb8, 0x6e, 0x00, 0x00, 0x00,  /*  0 mov eax, 110 (getppid) */
+  0x0f, 0x05,                    /*  5 syscall */
+  0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0,  /*  7 movabs rdx, page */
+  0x3b, 0x02,                    /* 17 cmp eax, [rdx] (the parent) */
+  0x75, 0x04,                    /* 19 jne 25 */
+  0xf0, 0xff, 0x42, 0x04,        /* 21 lock inc dword [rdx + 4] (the count) */
+  0xc3,                          /* 25 ret */
+];
+
+/* The same on arm64, the page's address after the last word (at 48): x0 and x8-x11, the
+ * caller's to lose; the count by exclusive load and store (no LSE on v8.0), as
+ * holdEntryArm64's. */
+const FORK_COUNT_ARM64 = [
+  0xd28015a8,   /*  0 mov x8, #173 (getppid) */
+  0xd4000001,   /*  1 svc #0 */
+  0x58000149,   /*  2 ldr x9, 12 (the page's address) */
+  0xb940012a,   /*  3 ldr w10, [x9] (the parent) */
+  0x6b0a001f,   /*  4 cmp w0, w10 */
+  0x540000c1,   /*  5 b.ne 11 */
+  0x91001129,   /*  6 add x9, x9, #4 (the count) */
+  0x885ffd2a,   /*  7 ldaxr w10, [x9] */
+  0x1100054a,   /*  8 add w10, w10, #1 */
+  0x880bfd2a,   /*  9 stlxr w11, w10, [x9] */
+  0x35ffffab,   /* 10 cbnz w11, 7 */
+  0xd65f03c0,   /* 11 ret */
+];

@@ -103,7 +103,7 @@ const AgentEnding = {
     const rpcData = this.regionKind === 'rpc' && this.region !== null;
     this.handedOver = true;
     send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus,
-           children: reason === 'exec' ? [] : this._newChildren(),
+           children: reason === 'exec' ? [] : this._newChildren(), forks: this._forkCount(),
            unrecordedThreads: this._unrecordedThreads() },
          rpcData ? this.pull([], this._pendingBytes(), []) : null);
   },
@@ -136,6 +136,13 @@ const AgentEnding = {
    */
   noteChildren() {
     this.childrenBefore = this._children();
+    this.forks = forkCounter();
+  },
+
+  /* How many children this process has forked since noteChildren, where that can be
+   * counted (forkCounter); null elsewhere. */
+  _forkCount() {
+    return this.forks !== null ? this.forks.count() : null;
   },
 
   _newChildren() {
@@ -274,7 +281,8 @@ const AgentEnding = {
   stopByHost() {
     this.stoppedByHost = true;
     this.stop();
-    return { hold: this.hold !== null ? Object.assign({}, this.hold.stats) : null };
+    return { hold: this.hold !== null ? Object.assign({}, this.hold.stats) : null,
+             forks: this._forkCount(), children: this._newChildren() };
   },
 
   stop() {
@@ -297,6 +305,8 @@ const AgentEnding = {
     }
     if (this.hold !== null)
       this.hold.remove();
+    if (this.forks !== null)
+      this.forks.stop();
     if (this.cm !== null && this.finiFn === undefined) {
       this.finiFn = new NativeFunction(this.cm.ada_fini, 'void', []);
       this.finiFn();

@@ -74,6 +74,7 @@ class Process:
     parent_pid: int | None = None  # a followed child: the traced process it forked from
     origin: str | None = None  # None for the target; "fork", "exec", ...
     children: list[dict[str, Any]] = field(default_factory=list)
+    children_untraced: int | None = None  # forked, never announced by Frida; None: not counted
 
     @property
     def apple(self) -> bool:
@@ -265,7 +266,8 @@ def _process(p: dict[str, Any]) -> Process:
                    argv=[str(a) for a in argv] if isinstance(argv, list) else None,
                    parent_pid=_int(p.get("parent_pid")), origin=_str(p.get("origin")),
                    children=[c for c in children if isinstance(c, dict)]
-                   if isinstance(children, list) else [])
+                   if isinstance(children, list) else [],
+                   children_untraced=_int(p.get("children_untraced")))
 
 
 def _module(m: dict[str, Any]) -> Module:

@@ -30,7 +30,9 @@ from ada.tracer.record import rings as R
 from ada.tracer.record.detail_sinks import SETTLE_SLACK_NS, AlwaysDetailSink, WindowDetailSink
 from ada.tracer.record.devices import ATTACH_TRIES, attach
 from ada.tracer.record.drain import Drain, Heartbeat
-from ada.tracer.record.ending import TargetEnd, describe_crash, hold_warnings, losses, side_effects
+from ada.tracer.record.ending import (TargetEnd, describe_crash, hold_warnings, losses,
+                                      side_effects, untraced_children,
+                                      untraced_children_warning)
 from ada.tracer.record.hooked import HookedFunctions
 from ada.tracer.record.nap import FUTEX_FROM_S, FUTEX_SYSCALL, FutexNap, Nap
 from ada.tracer.record.manifest import RecordingFacts, build_manifest, thread_hold
@@ -712,7 +714,7 @@ def test_manifest_describes_the_session_from_facts_and_summaries(tmp_path):
     assert m["process"] == {"pid": 77, "name": "demo", "path": "/bin/demo", "arch": "x86_64",
                             "os": "linux", "platform": "linux", "spawned": True,
                             "argv": ["/bin/demo", "x"], "parent_pid": None, "origin": None,
-                            "children": []}
+                            "children": [], "children_untraced": None}
     assert m["session"]["duration_s"] == 2.5 and m["transport"] == {"kind": "shm", "region": "memfd"}
     assert m["time_range"] == [900, 1400]
     assert [(t["id"], t["tid"], t["index_events"], t["detail_events"], t["has_detail"],
@@ -897,6 +899,28 @@ def test_losses_count_every_kind_and_an_unknown_count_is_a_loss():
     effects = side_effects(dict(clean, unbacked_threads=2, unwound_calls=9, terminate={
         "thread_id": 5, "open_calls": 2, "function_id": 7}), {7: "m!f"}.get)
     assert len(effects) == 3 and "the innermost m!f" in effects[2] and "-x 'm!f'" in effects[2]
+
+
+def test_children_forked_but_never_announced_are_counted_from_the_agents_fork_count():
+    fork = [{"pid": p, "origin": "fork", "followed": True} for p in (11, 12)]
+    execd = [{"pid": 10, "origin": "exec", "followed": True}]
+    end = TargetEnd()
+    assert end.forks() == (None, [])  # nothing said: not counted
+    assert untraced_children(*end.forks(), fork) is None
+    end.on_final({"heads": [], "crash": None, "exitStatus": 0, "children": [13], "forks": 5})
+    # at a handover, children still held were waited for: those not announced are untraced
+    assert end.forks() == (5, [])
+    assert untraced_children(*end.forks(), fork + execd) == 3
+    said = untraced_children_warning(3, 5)
+    assert len(said) == 1 and said[0].startswith("3 of the 5 children this process forked")
+    assert untraced_children_warning(0, 5) == untraced_children_warning(None, None) == []
+    # ada stopped a process that goes on: a child still held then may be announced after
+    stopped = TargetEnd()
+    stopped.on_stopped({"hold": None, "forks": 4, "children": [12, 13]})
+    assert stopped.forks() == (4, [12, 13])
+    assert untraced_children(*stopped.forks(), fork) == 1  # 11, 12 announced; 13 held
+    assert untraced_children(3, [], fork + fork) == 1  # a pid announced twice counts once
+    assert untraced_children(1, [], fork) == 0  # announced without a count (before it began)
 
 
 def test_functions_the_inline_engine_left_to_the_interceptor_are_said_once_and_kept():

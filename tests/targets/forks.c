@@ -15,7 +15,9 @@
  * children that ended as they should) and exits 0 only if K is M: killed by SIGSEGV, or with
  * HANDLER (argv[4]) "before" the parent's own SIGSEGV handler, set before the forks, ends
  * each with _exit(42), with "after" one the child sets after its fork ends it with _exit(43);
- * "abort": each child calls abort() instead, and SIGABRT must kill it.
+ * "abort": each child calls abort() instead, and SIGABRT must kill it. "tree" the parent
+ * forks a child that forks a grandchild; the parent makes N calls, the others M; each
+ * waits for its child.
  * Each other process prints "pid <role> <pid>" first. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +101,26 @@ int main(int argc, char **argv)
       printf("crashed %ld of %ld\n", crashed, m);
       return crashed == m ? 0 : 1;
     }
+    return 0;
+  }
+  if (strcmp(mode, "tree") == 0) {  /* a child that forks a grandchild; each waits */
+    pid_t child = fork();
+    if (child == 0) {
+      printf("pid child %d\n", getpid());
+      fflush(stdout);
+      pid_t grandchild = fork();
+      if (grandchild == 0) {
+        printf("pid grandchild %d\n", getpid());
+        fflush(stdout);
+        calls(m, 0);
+        _exit(0);
+      }
+      calls(m, 0);
+      waitpid(grandchild, NULL, 0);
+      _exit(0);
+    }
+    calls(n, 0);
+    waitpid(child, NULL, 0);
     return 0;
   }
   if (strcmp(mode, "spawn") == 0) {  /* a child by posix_spawn (no fork), left running */

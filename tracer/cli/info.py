@@ -90,7 +90,9 @@ def process_line(session: SessionReader) -> dict[str, Any]:
             "parent_pid": process.parent_pid, "origin": process.origin,
             "name": process.name, "threads": len(session.threads),
             "index_events": session.event_count(),
-            "state": session.state, "ended": manifest.end.reason if manifest.end else None}
+            "state": session.state, "ended": manifest.end.reason if manifest.end else None,
+            "clean": manifest.end.clean if manifest.end else None,
+            "children_untraced": process.children_untraced}
 
 
 def print_processes(listing: list[dict[str, Any]]) -> None:
@@ -101,6 +103,10 @@ def print_processes(listing: list[dict[str, Any]]) -> None:
         print(f"  {p['pid'] or '?':>8} {p['parent_pid'] or '-':>8} {p['origin'] or 'target':<7} "
               f"{p['threads']:>7} {p['index_events']:>12}  {p['ended'] or '?':<14} "
               f"{p['state']:<9} {Path(p['path']).name}")
+    for p in listing:
+        if p["children_untraced"]:
+            print(f"pid {p['pid']}: {p['children_untraced']} child(ren) it forked were never "
+                  "announced by Frida and ran untraced")
 
 
 def print_summary(s: dict[str, Any]) -> None:
@@ -108,6 +114,12 @@ def print_summary(s: dict[str, Any]) -> None:
     out = [("session", s["path"])]
     if proc:
         out.append(("process", f"{proc.get('name', '?')} (pid {proc.get('pid', '?')})"))
+    if proc.get("children") or proc.get("children_untraced"):
+        followed = sum(1 for c in proc.get("children") or [] if c.get("followed"))
+        text = f"{len(proc.get('children') or [])} announced by Frida, {followed} followed"
+        if proc.get("children_untraced"):
+            text += f"; {proc['children_untraced']} never announced (ran untraced)"
+        out.append(("children", text))
     if s["device"]:
         dev = s["device"]
         out.append(("device", dev.get("name", dev) if isinstance(dev, dict) else str(dev)))
@@ -129,7 +141,7 @@ def print_summary(s: dict[str, Any]) -> None:
     out.append(("files", state))
     ended = s["ended"]
     if isinstance(ended, dict):
-        text = "cleanly" if ended.get("clean") else "early"
+        text = "cleanly" if ended.get("clean") else "not cleanly"
         if ended.get("reason"):
             text += f" ({ended['reason']})"
         out.append(("ended", text))

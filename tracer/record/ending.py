@@ -23,6 +23,7 @@ class TargetEnd:
         self.crash: dict[str, Any] | None = None  # signal, address, thread... or Frida's summary
         self.exit_status: int | None = None
         self.handover: dict[str, Any] | None = None  # the last ada:final payload
+        self.stopped: dict[str, Any] | None = None  # the agent's answer to ada's stop
 
     def on_final(self, payload: dict[str, Any]) -> None:
         self.handover = payload
@@ -36,6 +37,20 @@ class TargetEnd:
         not recording them, but that Frida did not claim: the program's (ada_exit_window_thread
         in agent/ada_rings.c)."""
         return int((self.handover or {}).get("unrecordedThreads") or 0)
+
+    def on_stopped(self, answer: dict[str, Any]) -> None:
+        """ada stopped the recording, the process going on: what the agent said then."""
+        self.stopped = answer
+
+    def forks(self) -> tuple[int | None, list[int]]:
+        """How many children the process forked while Frida held them (agent/ada_code.js,
+        forkCounter; None where not counted) and, where ada stopped a process that goes on,
+        those still held then, which Frida may announce after the recording."""
+        if self.handover is not None and self.handover.get("forks") is not None:
+            return int(self.handover["forks"]), []
+        if self.stopped is not None and self.stopped.get("forks") is not None:
+            return int(self.stopped["forks"]), [int(p) for p in self.stopped.get("children") or []]
+        return None, []
 
     def on_exit_status(self, status: int) -> None:
         self.exit_status = int(status)
@@ -123,6 +138,25 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None,
             + summary["unwritten_events"] + (sum(undelivered) if undelivered else 1)
             + unrecorded_threads)
     return lost, warnings
+
+
+def untraced_children(forks: int | None, still_held: list[int],
+                      children: list[dict[str, Any]]) -> int | None:
+    """The children a process forked that Frida never announced (TargetEnd.forks against
+    the `children` Frida announced): ada learns of a held child only from Frida, so these ran
+    untraced. None where the forks were not counted."""
+    if forks is None:
+        return None
+    announced = {c["pid"] for c in children if c["origin"] == "fork"}
+    return max(0, forks - len(announced) - len(set(still_held) - announced))
+
+
+def untraced_children_warning(untraced: int | None, forks: int | None) -> list[str]:
+    if not untraced:
+        return []
+    return [f"{untraced:,} of the {forks:,} children this process forked were never announced "
+            "by Frida, which held them at their fork: they ran untraced, and what they did is "
+            "not in this recording (docs/recording.md, \"Children and exec\")"]
 
 
 def hold_warnings(stats: dict[str, Any] | None) -> list[str]:

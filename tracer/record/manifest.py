@@ -44,6 +44,7 @@ class RecordingFacts:
     parent_pid: int | None = None  # a followed child: the traced process it forked from
     origin: str | None = None  # None for the target; "fork", "exec", ... for the others
     children: list[dict[str, Any]] | None = None  # {"pid", "origin", "followed"} seen
+    children_untraced: int | None = None  # forked but never announced by Frida; None: not counted
     clock_anchors: list[dict[str, Any]] | None = None  # {"at", "clock_ns", "realtime_ns", ...}
     thread_hold: dict[str, int] | None = None  # the agent's ThreadHold.stats (None: no hold)
 
@@ -66,7 +67,8 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
                     "platform": facts.agent.get("platform"), "spawned": facts.spawned,
                     "argv": facts.target.value if facts.spawned else None,
                     "parent_pid": facts.parent_pid, "origin": facts.origin,
-                    "children": facts.children or []},
+                    "children": facts.children or [],
+                    "children_untraced": facts.children_untraced},
         "device": facts.device,
         "transport": {"kind": facts.transport, **(transport or {}),
                       **({"region": facts.agent.get("region")} if facts.transport == "shm"

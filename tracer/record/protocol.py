@@ -10,6 +10,7 @@ they are used; these are the messages it sends unasked, and the host's two.
     MODULE_UNLOADED  a module ada had seen went away: {path, base, removedNs}
     FINAL            the process exits, execs or crashes (the handover): {reason, crash, heads,
                      exitStatus, children (pids forked since noteChildren, still alive),
+                     forks (children forked since noteChildren, where counted, else null),
                      unrecordedThreads (the program's, started as Frida prepared the exit)}, and
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}

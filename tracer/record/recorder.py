@@ -29,7 +29,7 @@ from ..symbols.modules import string_slots
 from .devices import attach, find_app_pid, program_path
 from .frida_errors import FRIDA_ERRORS, describe_frida_error, explain_attach_error
 from .ending import (EXPECTED_ENDS, TargetEnd, hold_warnings, killed_warning, losses,
-                     side_effects)
+                     side_effects, untraced_children, untraced_children_warning)
 from .held import resume_and_release
 from .hooked import HookedFunctions
 from .leaving import tracer_of, wait_for_frida_to_leave
@@ -93,6 +93,7 @@ class Recorder:
         self.suspended = False  # spawned, or a child held at its fork or exec: resume in start()
         self.children: list[dict[str, Any]] = []  # seen at fork or exec (recording.py)
         self.holds_children = False  # Frida holds children at fork (see _hold_children)
+        self.children_untraced: int | None = None  # forked, never announced (stop(); None: not counted)
         self.frida_session: frida.core.Session | None = None  # "session" is the directory
         self.script: frida.core.Script | None = None
         self.space: RingSpace | None = None  # laid out as the agent loads
@@ -412,8 +413,10 @@ class Recorder:
                 pass  # the process is gone or does not run: the start's anchor stays
             try:
                 stopped = self.answers.ask("stop", exports.stop)
-                if isinstance(stopped, dict) and stopped.get("hold") is not None:
-                    self.thread_hold = stopped["hold"]
+                if isinstance(stopped, dict):
+                    self.end.on_stopped(stopped)
+                    if stopped.get("hold") is not None:
+                        self.thread_hold = stopped["hold"]
             except NoAnswer:
                 pass  # said below
             except FRIDA_ERRORS as e:
@@ -447,10 +450,14 @@ class Recorder:
         if not self.holds_children:
             warnings.extend(self._forked_children(summaries.drain))
         lost, said = losses(summaries.drain, self.undelivered, self.end.unrecorded_threads())
-        warnings.extend(killed_warning(self.stop_reason) + said + side_effects(summaries.drain, self.hooked.function_name,
-                                            self.agent_info.get("hookEngine", "frida"),
-                                            self.agent_info.get("region")))
-        clean = lost == 0 and self.stop_reason in EXPECTED_ENDS
+        forks, still_held = self.end.forks() if self.holds_children else (None, [])
+        self.children_untraced = untraced_children(forks, still_held, self.children)
+        warnings.extend(killed_warning(self.stop_reason) + said
+                        + untraced_children_warning(self.children_untraced, forks)
+                        + side_effects(summaries.drain, self.hooked.function_name,
+                                       self.agent_info.get("hookEngine", "frida"),
+                                       self.agent_info.get("region")))
+        clean = lost == 0 and not self.children_untraced and self.stop_reason in EXPECTED_ENDS
         try:
             pipeline.write_manifest(self._manifest(pipeline, summaries, ended_at, clean),
                                     final=True)
@@ -499,7 +506,7 @@ class Recorder:
             end_reason=end_reason or self.stop_reason, crash=self.end.crash,
             exit_status=self.end.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children,
-            clock_anchors=self.clock_anchors, thread_hold=self.thread_hold)
+            children_untraced=self.children_untraced, clock_anchors=self.clock_anchors, thread_hold=self.thread_hold)
         return build_manifest(facts, summaries.drain, summaries.sink, summaries.transport)
 
     def _detach(self) -> None:
