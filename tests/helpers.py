@@ -102,15 +102,22 @@ def describe_descendants(pid: int, others: tuple[int, ...] = ()) -> str:
             argv = base.joinpath("cmdline").read_bytes().replace(b"\0", b" ")
             argv = argv.decode(errors="replace")
             lines.append(f"pid {p} (parent {parents.get(p)}): {argv.strip()[:200]}")
+            maps = base.joinpath("maps").read_text().splitlines()
             for task in sorted(base.joinpath("task").iterdir(), key=lambda t: int(t.name)):
                 said = []
-                for name in ("stat", "wchan", "syscall", "stack"):
+                for name in ("comm", "stat", "wchan", "syscall", "stack"):
                     try:
                         text = task.joinpath(name).read_text().strip()
                     except OSError:
                         continue
-                    if name == "stat":
+                    if name == "comm":
+                        text = f"'{text}'"  # the thread's name: Frida's are named
+                    elif name == "stat":
                         text = "state " + _state(task)
+                    elif name == "syscall" and len(text.split()) == 9:  # nr, 6 args, sp, pc
+                        sp, pc = (int(x, 16) for x in text.split()[-2:])
+                        text = (f"syscall {text} (from {_place(pc, maps)}; code addresses "
+                                f"on its stack: {', '.join(_stack_code(p, sp, maps)) or 'none'})")
                     elif name == "stack":
                         text = "stack " + " < ".join(line.split("] ", 1)[-1]
                                                      for line in text.splitlines()[:8])
@@ -170,6 +177,31 @@ def _user_pcs(pid: int, samples: int = 3) -> dict[str, list[str]]:
                 pass
         time.sleep(0.1)
     return seen
+
+
+def _stack_code(pid: int, sp: int, maps: list[str], size: int = 2048, most: int = 8) -> list[str]:
+    """The words on a thread's stack, from `sp` up, that point into executable mappings:
+    return addresses, mostly (a backtrace of sorts, without a debugger)."""
+    code = []
+    for line in maps:
+        parts = line.split(maxsplit=5)
+        if "x" in parts[1]:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            code.append((lo, hi))
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(sp)
+            data = mem.read(size)
+    except OSError:
+        return []
+    places = []
+    for i in range(0, len(data) - 7, 8):
+        word = int.from_bytes(data[i:i + 8], "little")
+        if any(lo <= word < hi for lo, hi in code):
+            places.append(_place(word, maps))
+            if len(places) == most:
+                break
+    return places
 
 
 def _place(address: int, maps: list[str]) -> str:
