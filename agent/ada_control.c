@@ -109,6 +109,33 @@ ada_heartbeat (void)
 }
 
 /*
+ * RPC transport, while the host naps after a pull that found nothing (ada_transport.js,
+ * _watchWhileHostNaps, every 10 ms): whether a ring holds bytes the host has not pulled (each
+ * pull writes the tails it consumed), as the top bit, and how many threads have ended, their
+ * slots waiting for the host to free them, below it. In C: a slot at a time from JavaScript
+ * took microseconds a slot, every 10 ms, in a program at rest.
+ */
+guint32
+ada_rings_to_pull (void)
+{
+  AdaState * s = &ada_state;
+  RegionHeader * h = s->region;
+  guint32 i, n = MIN (h->registered, h->max_threads), ended = 0, pending = 0;
+
+  for (i = 0; i < n; i++)
+  {
+    SlotControl * c = &s->slots[i];
+    if (c->state != ADA_SLOT_ACTIVE && c->state != ADA_SLOT_ENDED)
+      continue;
+    if (c->state == ADA_SLOT_ENDED)
+      ended++;
+    if (c->head > c->tail || c->detail_head > c->detail_tail)
+      pending = 1;
+  }
+  return (pending << 31) | ended;
+}
+
+/*
  * Wait until *flag is non-zero or timeout_ms have passed; returns the flag. The
  * agent calls it from a thread that is handing its rings over as the process
  * dies (a fatal signal, _exit): a NativeFunction call lets JavaScript run

@@ -286,6 +286,7 @@ const AgentEnding = {
   },
 
   stop() {
+    this._stopWatching();
     if (this.clockTimer !== null) {
       clearInterval(this.clockTimer);
       this.clockTimer = null;

@@ -16,6 +16,8 @@
  *                        transport, the ring bytes not pulled yet
  *   ada:exit-status      exit()'s status, when exit() comes after the handover
  *                        (ada_ending.js): {status}
+ *   ada:wake             with the rpc transport, while the host naps after a pull that found
+ *                        nothing: there is something to pull again (ada_transport.js): {}
  * Received by the agent, with recv:
  *   ada:ack              the host has taken the handover (ada_ending.js)
  *   ada:beat             the host is alive, with the rpc transport (ada_transport.js)
@@ -26,6 +28,7 @@ const MESSAGES = Object.freeze({
   moduleUnloaded: 'ada:module-unloaded',
   final: 'ada:final',
   exitStatus: 'ada:exit-status',
+  wake: 'ada:wake',
   ack: 'ada:ack',
   beat: 'ada:beat',
 });

@@ -13,6 +13,8 @@ const O_RDWR = 2;
 const O_CLOEXEC = Process.platform === 'darwin' ? 0x1000000 : 0x80000;
 const MAP_SHARED = 1;
 
+const NAP_WATCH_MS = 10;  /* how often a napping host's rings are looked at (_watchWhileHostNaps) */
+
 const MFD_CLOEXEC = 1;
 const SYS_MEMFD_CREATE = { x64: 319, arm64: 279 };
 
@@ -218,6 +220,10 @@ const AgentTransport = {
       if (state === L['const.slot_ended'] && (tail + events < head || detailSent < dhead - dtail))
         copy.add(L['slot.state']).writeU32(L['const.slot_active']);
     }
+    if (segments === 0)
+      this._watchWhileHostNaps();
+    else
+      this._stopWatching();
     st.add(P.prefix.magic).writeU32(P.magic);
     st.add(P.prefix.segments).writeU32(segments);
     st.add(P.prefix.registered).writeU32(registered);
@@ -259,6 +265,42 @@ const AgentTransport = {
     if (this.heartbeatFn === undefined)
       this.heartbeatFn = new NativeFunction(this.cm.ada_heartbeat, 'void', []);
     this.heartbeatFn();
+  },
+
+  /*
+   * RPC transport: after a pull that found nothing, the host naps longer and longer (up to
+   * nap.py's LONGEST_RPC_S), and here a timer tells it by message (ada:wake) when there is
+   * something to pull again: ring bytes, or a thread that ended (its slot to free). Before,
+   * the host pulled every 25 ms to see, and each pull is a call into this process over
+   * Frida's channel: with children followed, Frida left a few forked children in 60
+   * unannounced at that pace, and fewer the rarer the calls (docs/recording.md, "Children and
+   * exec"). A timer here costs no call across. One wake a pull: a thread that ended and is
+   * not freed yet does not wake the host again and again.
+   */
+  _watchWhileHostNaps() {
+    if (this.napWatch !== undefined && this.napWatch !== null)
+      return;
+    if (this.toPullFn === undefined)
+      this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', []);
+    const ended = this.toPullFn() & 0x7fffffff;
+    this.napWatch = setInterval(() => {
+      if (this._forked()) {  /* a forked child's copy: the host pulls from the parent */
+        this._stopWatching();
+        return;
+      }
+      const now = this.toPullFn();
+      if (now >>> 31 !== 0 || (now & 0x7fffffff) > ended) {
+        this._stopWatching();
+        send({ type: MESSAGES.wake });
+      }
+    }, NAP_WATCH_MS);
+  },
+
+  _stopWatching() {
+    if (this.napWatch !== undefined && this.napWatch !== null) {
+      clearInterval(this.napWatch);
+      this.napWatch = null;
+    }
   },
 
   /* Ring bytes produced but not yet consumed by the host, over all slots. */

@@ -9,10 +9,15 @@ nap when a ring starts to fill:
   the region header's drain_asleep word, and the agent's producers wake it (ada_wake_drain in
   agent/ada_rings.c) when a ring is half full, full, when a thread waits for a slot, and at a
   trigger. The nap may then be long: LONGEST_FUTEX_S.
+- `WakeableNap`, over the rpc transport, where each pass is a pull, a round trip that costs
+  the target's agent CPU too (at rest with a 4 ms nap, 17 % of a core in ada; at 0.5 ms,
+  38 %): after a pull that found nothing the agent looks at its rings every 10 ms and sends
+  ada:wake when there is something to pull (agent/ada_transport.js, _watchWhileHostNaps),
+  which ends the nap. The nap may then be long: LONGEST_RPC_S. It was 25 ms before that
+  message, and the calls that many pulls make into the target cost followed children (Frida
+  left a few forked children in 60 unannounced; docs/recording.md, "Children and exec").
 - `Nap` everywhere else: nothing but `end()` wakes it, so it stays short enough for a ring not
-  to fill unseen for long: LONGEST_S over shared memory (macOS), LONGEST_RPC_S over the rpc
-  transport, where each pass is a pull, a round trip that costs the target's agent CPU too
-  (at rest with a 4 ms nap, 17 % of a core in ada; at 0.5 ms, 38 %).
+  to fill unseen for long: LONGEST_S over shared memory (macOS).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import threading
 import numpy as np
 
 LONGEST_S = 0.004
-LONGEST_RPC_S = 0.025
+LONGEST_RPC_S = 0.25
 LONGEST_FUTEX_S = 0.1
 # A FutexNap's shorter naps are plain timed sleeps that no producer wakes: a nap this short
 # lasts about as long as a ring takes to fill at the fastest (32,768 events, about 1 ms at 30 M
@@ -48,6 +53,28 @@ class Nap:
 
     def end(self) -> None:
         self._ended.set()
+
+
+class WakeableNap(Nap):
+    """A Nap that `wake()` cuts short once (the rpc transport: the agent's ada:wake)."""
+
+    def __init__(self, longest_s: float = LONGEST_RPC_S) -> None:
+        super().__init__(longest_s)
+        self._woken = threading.Event()
+        self.wakes = 0  # the agent's wakes (the manifest's drain_wakes)
+
+    def sleep(self, seconds: float) -> None:
+        if not self._ended.is_set():
+            self._woken.wait(seconds)
+            self._woken.clear()
+
+    def wake(self) -> None:
+        self.wakes += 1
+        self._woken.set()
+
+    def end(self) -> None:
+        super().end()
+        self._woken.set()
 
 
 _long = ctypes.c_long  # syscall(2) reads each argument as a long

@@ -14,6 +14,8 @@ they are used; these are the messages it sends unasked, and the host's two.
                      unrecordedThreads (the program's, started as Frida prepared the exit)}, and
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}
+    WAKE             the rpc transport's host naps after a pull that found nothing: there is
+                     something to pull again (nap.py, WakeableNap): {}
     ACK              host -> agent: the handover was taken, the process may go on
     BEAT             host -> agent: the host is alive (the rpc transport's heartbeat)
 """
@@ -27,10 +29,11 @@ MODULE_LOADED = "ada:module-loaded"
 MODULE_UNLOADED = "ada:module-unloaded"
 FINAL = "ada:final"
 EXIT_STATUS = "ada:exit-status"
+WAKE = "ada:wake"
 ACK = "ada:ack"
 BEAT = "ada:beat"
 
-FROM_AGENT = (MODULE_LOADED, MODULE_UNLOADED, FINAL, EXIT_STATUS)
+FROM_AGENT = (MODULE_LOADED, MODULE_UNLOADED, FINAL, EXIT_STATUS, WAKE)
 TO_AGENT = (ACK, BEAT)
 
 

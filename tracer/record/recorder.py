@@ -156,6 +156,8 @@ class Recorder:
                          if payload["triggers"] else ""))
         elif m.kind == protocol.MODULE_UNLOADED:
             self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
+        elif m.kind == protocol.WAKE and self.pipeline is not None:
+            self.pipeline.wake_drain()
 
     def _take_final(self, data: bytes) -> None:
         """Ring bytes a dying target handed over. A target that ends as its hooks go in can
