@@ -57,6 +57,7 @@ class AdaAgent {
     this.hold = null;        /* the program's threads held while code is written (ThreadHold) */
     this.threads = null;     /* the hot path's ThreadState array */
     this.forks = null;       /* where Frida holds children: their count (forkCounter) */
+    this.napWatch = null;    /* rpc: the timer that wakes a napping host (_watchWhileHostNaps) */
   }
 
   /*

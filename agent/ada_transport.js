@@ -278,7 +278,7 @@ const AgentTransport = {
    * not freed yet does not wake the host again and again.
    */
   _watchWhileHostNaps() {
-    if (this.napWatch !== undefined && this.napWatch !== null)
+    if (this.napWatch !== null)
       return;
     if (this.toPullFn === undefined)
       this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', []);
@@ -297,7 +297,7 @@ const AgentTransport = {
   },
 
   _stopWatching() {
-    if (this.napWatch !== undefined && this.napWatch !== null) {
+    if (this.napWatch !== null) {
       clearInterval(this.napWatch);
       this.napWatch = null;
     }

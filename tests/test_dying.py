@@ -64,3 +64,21 @@ def test_a_process_frida_holds_in_a_tracing_stop_is_held_by_frida(tmp_path):
     struck = as_thread_of(fake_proc(tmp_path / "d", 10, 7, {10: ("t", PF_SIGNALED)}), 7, 1)
     DyingWatch(warned.append, stuck_s=0, proc=struck).check([10])
     assert warned[1].startswith("pid 10 was struck by a fatal signal but has not ended")
+
+
+def test_a_child_of_a_traced_process_held_before_frida_announced_it_is_named(tmp_path):
+    """A child held at its fork that faulted in Frida's recovery is no traced process yet
+    (Frida had not announced it), and its parent waits for it: the arm64 guest's `forks`
+    child, held 120 s with no word. The watch looks at the traced processes' children too."""
+    root = fake_proc(tmp_path, 10, 0, {10: ("S", 0)})  # the traced parent, running
+    (root / "10" / "task" / "10" / "children").write_text("20 21 ")
+    fake_proc(root, 20, 7, {20: ("t", 0)})  # held by Frida (thread 7 of this process)
+    fake_proc(root, 21, 0, {21: ("S", 0)})  # another child, running
+    as_thread_of(root, 7, os.getpid())
+    warned: list[str] = []
+    watch = DyingWatch(warned.append, stuck_s=0, proc=root)
+    watch.check([10])
+    watch.check([10])
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("pid 20 (a child of a traced process, not announced by Frida) "
+                                "is held in a tracing stop")

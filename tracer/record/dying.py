@@ -64,6 +64,18 @@ def held_by_frida(pid: int, proc: Path = Path("/proc")) -> int | None:
     return None
 
 
+def children_of(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """`pid`'s children, from each of its threads' task/TID/children (Linux 3.5+, with
+    CONFIG_PROC_CHILDREN); empty when none can be read."""
+    children: list[int] = []
+    try:
+        for task in (proc / str(pid) / "task").iterdir():
+            children.extend(int(c) for c in (task / "children").read_text().split())
+    except (OSError, ValueError):
+        pass
+    return children
+
+
 def process_of(tid: int, proc: Path) -> int | None:
     """The process (Tgid) thread `tid` belongs to; None when it cannot be read."""
     try:
@@ -91,8 +103,10 @@ def describe_tracer(tracer: int, proc: Path = Path("/proc")) -> str:
 
 
 class DyingWatch:
-    """Says, once each, which traced processes held_dying or held_by_frida has found held
-    for STUCK_S."""
+    """Says, once each, which traced processes, or children of theirs, held_dying or
+    held_by_frida has found held for STUCK_S. The children: one held at its fork that
+    crashed in Frida's recovery before Frida announced it is no traced process yet, and its
+    parent waits for it (seen in the arm64 guest: a `forks` child held 120 s, unnamed)."""
 
     def __init__(self, warn: Callable[[str], None], stuck_s: float = STUCK_S,
                  proc: Path = Path("/proc")) -> None:
@@ -103,9 +117,11 @@ class DyingWatch:
         self._named: set[int] = set()
 
     def check(self, pids: list[int]) -> None:
-        """Look at `pids` (each time the recording loop wakes)."""
+        """Look at `pids` and their children (each time the recording loop wakes)."""
         now = time.monotonic()
-        for pid in pids:
+        traced = set(pids)
+        unannounced = {c for pid in pids for c in children_of(pid, self.proc)} - traced
+        for pid in [*pids, *sorted(unannounced)]:
             if pid in self._named:
                 continue
             tracer = held_dying(pid, self.proc)
@@ -121,6 +137,8 @@ class DyingWatch:
             self._named.add(pid)
             what = "was struck by a fatal signal but has not ended" if struck else \
                 "is held in a tracing stop (a fault inside Frida's agent, when seen)"
+            if pid in unannounced:
+                what = f"(a child of a traced process, not announced by Frida) {what}"
             self.warn(f"pid {pid} {what}: its tracer has held it stopped for "
                       f"{now - since:.0f} s, and whatever waits for it (its parent, this "
                       f"recording) waits on. The tracer is {describe_tracer(tracer, self.proc)}")
