@@ -62,6 +62,8 @@ for run in $(seq "$RUNS"); do
         for pid in $(pgrep -f "$WORK/forks"); do
             echo "  pid $pid: $(grep -E '^(State|TracerPid)' "/proc/$pid/status" 2>/dev/null | tr '\n\t' '  ')"
         done
+        # what ada said of it (its dying watch names a process held in a tracing stop)
+        grep "warning" "$WORK/log" | tail -2 | cut -c1-240 | sed 's/^/  ada: /'
         kill -INT "$ada_pid"; sleep 5; kill -INT "$ada_pid" 2>/dev/null
         wait "$ada_pid" 2>/dev/null
         pkill -9 -f "$WORK/forks"
