@@ -626,7 +626,8 @@ function forkCounter() {
     FORK_COUNT_ARM64.forEach((word, i) => code.add(4 * i).writeU32(word));
     code.add(4 * FORK_COUNT_ARM64.length).writePointer(page);
   }
-  Memory.protect(code, size, 'r-x');
+  if (!Memory.protect(code, size, 'r-x'))
+    return null;  /* not executable: registered, it would crash the next fork's child */
   const registerFn = new NativeFunction(register, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
   if (registerFn(NULL, NULL, code, page) !== 0)
     return null;

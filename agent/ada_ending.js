@@ -282,7 +282,8 @@ const AgentEnding = {
     this.stoppedByHost = true;
     this.stop();
     return { hold: this.hold !== null ? Object.assign({}, this.hold.stats) : null,
-             forks: this._forkCount(), children: this._newChildren() };
+             forks: this._forkCount(),
+             children: this.forks !== null ? this._newChildren() : [] };  /* still held */
   },
 
   stop() {

@@ -406,6 +406,20 @@ def test_ending_a_nap_ends_it_and_every_later_one(kind):
     assert not thread.is_alive()
 
 
+def test_a_wake_cuts_one_nap_short_and_is_counted():
+    """The rpc drain's nap (up to 250 ms) ends when the agent says there is something to
+    pull (ada:wake): that nap only, not the next; the manifest counts the wakes."""
+    nap = Nap(60.0)
+    thread = _napping(nap, 60.0)
+    time.sleep(0.05)
+    nap.wake()
+    thread.join(10)
+    assert not thread.is_alive() and nap.wakes == 1
+    started = time.monotonic()
+    nap.sleep(0.2)  # not cut short by the wake before
+    assert time.monotonic() - started >= 0.19
+
+
 # --- detail sinks ------------------------------------------------------------------------------
 
 def test_always_sink_holds_detail_until_its_index_events_are_written(tmp_path):

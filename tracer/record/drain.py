@@ -369,7 +369,7 @@ class Drain(threading.Thread):
             "skipped_events": rings.header("skipped_events"),
             "trap_calls": rings.header("trap_calls"),
             "paused_spawns": rings.header("paused_spawns"),
-            "drain_wakes": rings.header("drain_wakes") + getattr(self.nap, "wakes", 0),
+            "drain_wakes": rings.header("drain_wakes") + self.nap.wakes,
             "forked": rings.forked(),
             "terminate": None if rings.header("terminate_tid") == 0 else {
                 "thread_id": rings.header("terminate_tid"),

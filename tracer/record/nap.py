@@ -9,15 +9,15 @@ nap when a ring starts to fill:
   the region header's drain_asleep word, and the agent's producers wake it (ada_wake_drain in
   agent/ada_rings.c) when a ring is half full, full, when a thread waits for a slot, and at a
   trigger. The nap may then be long: LONGEST_FUTEX_S.
-- `WakeableNap`, over the rpc transport, where each pass is a pull, a round trip that costs
+- `Nap(LONGEST_RPC_S)`, over the rpc transport, where each pass is a pull, a round trip that costs
   the target's agent CPU too (at rest with a 4 ms nap, 17 % of a core in ada; at 0.5 ms,
   38 %): after a pull that found nothing the agent looks at its rings every 10 ms and sends
   ada:wake when there is something to pull (agent/ada_transport.js, _watchWhileHostNaps),
-  which ends the nap. The nap may then be long: LONGEST_RPC_S. It was 25 ms before that
+  and `wake()` ends the nap. The nap may then be long: LONGEST_RPC_S. It was 25 ms before that
   message, and the calls that many pulls make into the target cost followed children (Frida
   left a few forked children in 60 unannounced; docs/recording.md, "Children and exec").
-- `Nap` everywhere else: nothing but `end()` wakes it, so it stays short enough for a ring not
-  to fill unseen for long: LONGEST_S over shared memory (macOS).
+- `Nap` over shared memory elsewhere (macOS): nothing wakes it but the recording's end, so it
+  stays short enough for a ring not to fill unseen for long: LONGEST_S.
 """
 
 from __future__ import annotations
@@ -42,26 +42,14 @@ FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine
 
 
 class Nap:
-    """A timed sleep that `end()` cuts short, for good."""
+    """A timed sleep that `wake()` cuts short once (over the rpc transport, the agent's
+    ada:wake) and `end()` for good."""
 
     def __init__(self, longest_s: float = LONGEST_S) -> None:
         self.longest_s = longest_s
         self._ended = threading.Event()
-
-    def sleep(self, seconds: float) -> None:
-        self._ended.wait(seconds)
-
-    def end(self) -> None:
-        self._ended.set()
-
-
-class WakeableNap(Nap):
-    """A Nap that `wake()` cuts short once (the rpc transport: the agent's ada:wake)."""
-
-    def __init__(self, longest_s: float = LONGEST_RPC_S) -> None:
-        super().__init__(longest_s)
         self._woken = threading.Event()
-        self.wakes = 0  # the agent's wakes (the manifest's drain_wakes)
+        self.wakes = 0  # wake() calls (the manifest's drain_wakes, with the agent's own)
 
     def sleep(self, seconds: float) -> None:
         if not self._ended.is_set():
@@ -73,7 +61,7 @@ class WakeableNap(Nap):
         self._woken.set()
 
     def end(self) -> None:
-        super().end()
+        self._ended.set()
         self._woken.set()
 
 

@@ -33,7 +33,7 @@ from .detail_sinks import AlwaysDetailSink, DetailSink, WindowDetailSink
 from .drain import Drain, Heartbeat
 from .hot_path_build import build_for_target
 from .ending import TargetEnd
-from .nap import FutexNap, Nap, WakeableNap
+from .nap import LONGEST_RPC_S, FutexNap, Nap
 from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, LAYOUT, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
@@ -232,7 +232,7 @@ class Pipeline:
         else:
             self.mirror = RpcMirror(script, space.geometry, answers)
             rings = self.mirror.reader
-            nap = WakeableNap()  # the agent's ada:wake ends it (nap.py)
+            nap = Nap(LONGEST_RPC_S)  # the agent's ada:wake ends it (nap.py)
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
@@ -277,8 +277,7 @@ class Pipeline:
 
     def wake_drain(self) -> None:
         """There is something to pull (rpc transport: the agent's ada:wake): end the nap."""
-        if isinstance(self.drain.nap, WakeableNap):
-            self.drain.nap.wake()
+        self.drain.nap.wake()
 
     def failure(self) -> str | None:
         """Why the recording cannot go on (the stop reason), or None."""

@@ -15,7 +15,7 @@ they are used; these are the messages it sends unasked, and the host's two.
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}
     WAKE             the rpc transport's host naps after a pull that found nothing: there is
-                     something to pull again (nap.py, WakeableNap): {}
+                     something to pull again (nap.py, Nap.wake): {}
     ACK              host -> agent: the handover was taken, the process may go on
     BEAT             host -> agent: the host is alive (the rpc transport's heartbeat)
 """

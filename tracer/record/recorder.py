@@ -508,7 +508,8 @@ class Recorder:
             end_reason=end_reason or self.stop_reason, crash=self.end.crash,
             exit_status=self.end.exit_status, undelivered=self.undelivered,
             parent_pid=self.place.parent_pid, origin=self.place.origin, children=self.children,
-            children_untraced=self.children_untraced, clock_anchors=self.clock_anchors, thread_hold=self.thread_hold)
+            children_untraced=self.children_untraced, clock_anchors=self.clock_anchors,
+            thread_hold=self.thread_hold)
         return build_manifest(facts, summaries.drain, summaries.sink, summaries.transport)
 
     def _detach(self) -> None:
