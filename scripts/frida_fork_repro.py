@@ -4,7 +4,7 @@ _hold_children) is Frida's own.
 
     python scripts/frida_fork_repro.py [--runs 40] [--children 60]
                                        [--mode attach|script|empty|resume] [--hang-s 30]
-                                       [--hold-s 0]
+                                       [--hold-s 0] [--post-ms 0] [--send-ms 0] [--timer-ms 0]
 
 Each run spawns tests/targets/forks.c (built here with gcc) as `forks 500 CHILDREN serial`:
 it forks its children one after another and waits for each. Frida holds each child at its
@@ -27,6 +27,13 @@ On 2026-11-29 (x86_64, frida 17.26.2), 20 runs of 60 children each try: `attach`
 5, then in run 7; `script` passed 20 runs, then hung in run 4; `attach --hold-s 0.1` passed 30
 runs. So what saves a child is time held, not a script: ada's held.py now holds each fork child
 0.1 s after its announcement before it resumes it (SETTLE_S).
+Messages kill children (2026-11-30): with --mode script --hold-s 0.1, the parent's script
+sending the host a message every 10 ms (--send-ms 10) left 32 of 300 children killed by a
+signal (the target's "killed K of M": SIGSEGV inside Frida's agent as the child recovers from
+its fork); the host posting it one every 2 ms (--post-ms 2), 10 of 600; every 100 ms, 0 of 600;
+a JavaScript timer every 2 ms (--timer-ms 2), 0 of 600. The script exits 1 if any child was
+killed. ada's rpc transport sends a process at rest nothing for this reason
+(docs/recording.md, "Children and exec").
 """
 
 from __future__ import annotations
@@ -66,24 +73,45 @@ def child_state(parent: int) -> str:
     return "\n".join(lines) or "(no child)"
 
 
+# --post-ms: the parent's script answers messages from the host (ada's rpc transport sends
+# its heartbeat and pulls so)
+PARENT_SCRIPT = ("Interceptor.attach(Process.getModuleByName('forks').getExportByName('work'), "
+                 "{ onEnter() {} });"
+                 "function onPost() { recv('post', onPost); } recv('post', onPost);")
+
+
 def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
-            hang_s: float, hold_s: float = 0.0) -> bool:
-    """True if the run ended; False (after hang_s) if it hung."""
+            hang_s: float, hold_s: float = 0.0, post_ms: float = 0.0,
+            timer_ms: float = 0.0, send_ms: float = 0.0) -> tuple[bool, int]:
+    """(ended, children killed by a signal): False (after hang_s) if it hung."""
     held: queue.Queue = queue.Queue()
     done = threading.Event()
+    output: list[str] = []
 
     def on_child(child):
         held.put(child)
 
+    def on_output(_pid, _fd, data):
+        output.append(data.decode(errors="replace"))
+
     device.on("child-added", on_child)
+    device.on("output", on_output)
     pid = device.spawn(exe, argv=[exe, "500", str(children), "serial"], stdio="pipe")
     session = device.attach(pid)
     session.on("detached", lambda *_: done.set())
     session.enable_child_gating()
     script = session.create_script(
-        "Interceptor.attach(Process.getModuleByName('forks').getExportByName('work'), "
-        "{ onEnter() {} });")
+        PARENT_SCRIPT + (f"setInterval(() => {{}}, {timer_ms});" if timer_ms else "")
+        + (f"setInterval(() => send('x'), {send_ms});" if send_ms else ""))
     script.load()
+    if post_ms:
+        def post() -> None:
+            while not done.wait(post_ms / 1000):
+                try:
+                    script.post({"type": "post"})
+                except frida.InvalidOperationError:
+                    return
+        threading.Thread(target=post, daemon=True).start()
     device.resume(pid)
     opened: list[tuple[float, frida.core.Session]] = []
     started = time.monotonic()
@@ -116,10 +144,13 @@ def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
                 opened.remove(entry)
             if time.monotonic() - started > hang_s:
                 print(f"hang: parent {pid}\n{child_state(pid)}", flush=True)
-                return False
-        return True
+                return False, 0
+        time.sleep(0.1)  # the parent's last output
+        killed = "".join(output).partition("killed ")[2].split(" ")[0]
+        return True, int(killed or 0)
     finally:
         device.off("child-added", on_child)
+        device.off("output", on_output)
 
 
 def main() -> int:
@@ -132,19 +163,34 @@ def main() -> int:
     parser.add_argument("--hold-s", type=float, default=0.0,
                         help="how long each held child waits, after the session (and script) "
                              "is made, before it is resumed (default 0)")
+    parser.add_argument("--post-ms", type=float, default=0.0,
+                        help="post a message to the parent's script this often (default: "
+                             "never), as ada's rpc transport does")
+    parser.add_argument("--timer-ms", type=float, default=0.0,
+                        help="a JavaScript timer in the parent's script this often (default: "
+                             "none), as ada's agent watches its rings over rpc")
+    parser.add_argument("--send-ms", type=float, default=0.0,
+                        help="the parent's script sends the host a message this often "
+                             "(default: never), as ada's agent answers pulls and wakes the host")
     args = parser.parse_args()
     exe = Path(tempfile.mkdtemp(prefix="ada-fork-repro-")) / "forks"
     subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-o", str(exe),
                     str(ROOT / "tests" / "targets" / "forks.c")], check=True)
     device = frida.get_local_device()
+    killed = 0
     for run in range(1, args.runs + 1):
-        if not one_run(device, str(exe), args.children, args.mode, args.hang_s, args.hold_s):
+        ended, run_killed = one_run(device, str(exe), args.children, args.mode, args.hang_s,
+                                    args.hold_s, args.post_ms, args.timer_ms, args.send_ms)
+        if not ended:
             print(f"hung in run {run} of {args.runs} ({args.children} children a run, "
                   f"mode {args.mode}, frida {frida.__version__})")
             os._exit(1)  # the hung processes stay, for a look (kill them after)
-        print(f"run {run}: {args.children} children, no hang", flush=True)
-    print(f"no hang in {args.runs} runs (frida {frida.__version__})")
-    return 0
+        killed += run_killed
+        print(f"run {run}: {args.children} children, no hang, {run_killed} killed by a signal",
+              flush=True)
+    print(f"no hang in {args.runs} runs, {killed} of {args.runs * args.children} children "
+          f"killed by a signal (frida {frida.__version__})")
+    return 1 if killed else 0
 
 
 if __name__ == "__main__":

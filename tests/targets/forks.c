@@ -4,7 +4,8 @@
  * program as "forks K" (the new image calls work() K = M times and exits); "orphan" the
  * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
  * the parent forks M children one after another, each calling work() 10 times, waiting for
- * each before the next (those children print nothing); "selfexec" the parent makes its N
+ * each before the next (those children print nothing; if K of them die of SIGSEGV the
+ * parent prints "killed K of M" and exits 3); "selfexec" the parent makes its N
  * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 600"
  * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell"
  * the parent makes N calls, runs system("true"), N calls, reads a line from
@@ -101,7 +102,9 @@ int main(int argc, char **argv)
       printf("crashed %ld of %ld\n", crashed, m);
       return crashed == m ? 0 : 1;
     }
-    return 0;
+    if (crashed > 0)  /* serial: children that should have exited 0 and died of SIGSEGV */
+      printf("killed %ld of %ld\n", crashed, m);
+    return crashed > 0 ? 3 : 0;
   }
   if (strcmp(mode, "tree") == 0) {  /* a child that forks a grandchild; each waits */
     pid_t child = fork();
