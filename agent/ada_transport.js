@@ -247,10 +247,10 @@ const AgentTransport = {
   },
 
   /*
-   * Over rpc the host beats by message (ada:beat, every 100 ms from a thread of its own)
-   * besides each pull: on a slow link (a portal to the emulated arm64 machine, 1 MB/s) one
-   * pull's reply took longer than rpc_stall_s, and threads waiting for room dropped events
-   * with the host alive. Beats travel the other way than the ring bytes, so they are not
+   * Over rpc the host beats by message (ada:beat, every 100 ms from a thread of its own,
+   * except while its drain naps on nothing) besides each pull: on a slow link (a portal to
+   * the emulated arm64 machine, 1 MB/s) one pull's reply took longer than rpc_stall_s, and
+   * threads waiting for room dropped events with the host alive. Beats travel the other way than the ring bytes, so they are not
    * queued behind them.
    */
   _listenForBeats() {

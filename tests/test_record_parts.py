@@ -315,8 +315,8 @@ def test_raw_tick_timestamps_are_converted_before_anything_is_written(tmp_path):
 class ScriptedNap(Nap):
     """Records each nap the drain takes instead of sleeping, and runs `actions[n]` at the n-th."""
 
-    def __init__(self, actions):
-        super().__init__()
+    def __init__(self, actions, **pace):
+        super().__init__(**pace)
         self.naps, self.actions, self.done = [], actions, threading.Event()
 
     def sleep(self, seconds):
@@ -339,6 +339,69 @@ def test_the_drain_naps_longer_while_nothing_comes_and_not_after_a_pass_that_mov
     # followed by a nap, and the next nap is the shortest again.
     assert nap.naps[:8] == [0.0005, 0.001, 0.002, 0.004, 0.004, 0.004, 0.0005, 0.001]
     assert drain.stats.events == 2
+
+
+def test_over_rpc_the_first_nap_on_nothing_is_already_the_longest(tmp_path):
+    """Over rpc each pass is a pull, a message into the target and its answer: the agent
+    wakes a napping drain (ada:wake), so the drain naps its longest at once rather than
+    pulling eight times on the way there."""
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(501)
+    nap = ScriptedNap({2: lambda: agent.emit(slot, index_events(2, tid=501, first_ts=1000)),
+                       4: lambda: nap.done.set()}, longest_s=2.0, first_s=2.0)
+    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    drain.start()
+    assert nap.done.wait(30)
+    drain.finish(release=lambda: None)
+    assert nap.naps[:4] == [2.0, 2.0, 2.0, 2.0] and drain.stats.events == 2
+
+
+def test_an_ended_threads_slot_is_freed_before_the_drain_naps(tmp_path):
+    """A pass that marks an ended thread's slot, or frees it, is followed by another pass at
+    once, not by a nap: over rpc the nap may last 2 s, and a thread waiting for a slot
+    would wait that long (the pass after the freeing tells the agent)."""
+    agent = FakeAgent(GEOMETRY)
+    slot = agent.register(700)
+    agent.emit(slot, index_events(5, tid=700, first_ts=1000))
+    agent.end(slot)
+    passes = []
+    nap = ScriptedNap({1: lambda: (passes.append(len(passes)), nap.done.set())},
+                      longest_s=2.0, first_s=2.0)
+    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    one_pass = drain.drain_once
+
+    def counted_pass():
+        passes.append(agent.reader.state(slot))
+        return one_pass()
+    drain.drain_once = counted_pass
+    drain.start()
+    assert nap.done.wait(30)
+    drain.finish(release=lambda: None)
+    # the slot's state as each pass began: it drains and marks it, frees it, then one more
+    # pass (over rpc, the pull that tells the agent) before the first nap
+    assert passes[:4] == [SLOT_ENDED, SLOT_ENDED, SLOT_FREE, 3] and drain.stats.events == 5
+
+
+def test_the_heartbeat_rests_while_the_drain_naps_on_nothing(tmp_path):
+    """Over rpc each beat is a message into the target, and a message that meets a fork there
+    lets Frida kill the child (docs/recording.md, "Children and exec"). While the drain naps
+    after a pass that found nothing, nothing waits for room (a ring that fills wakes the
+    drain), so the beat rests: a program at rest gets no message."""
+    agent = FakeAgent(GEOMETRY)
+    agent.register(501)
+    beats, lone_beats = [], []
+    heartbeat = Heartbeat(lambda: beats.append(time.monotonic()))
+    lone = Heartbeat(lambda: lone_beats.append(time.monotonic()))  # no drain: it never rests
+    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
+                  clock_type=F.CLOCK_BOOTTIME), heartbeat=heartbeat, nap=Nap(60.0, 60.0))
+    drain.start()
+    time.sleep(0.6)
+    drain.finish(release=lambda: None)
+    lone.stop()
+    assert len(lone_beats) >= 4  # its first, and one every BEAT_S (0.1 s)
+    assert len(beats) <= 2  # its first, and at most one before the drain's first nap
 
 
 def _wake_as_the_agent_does(buf, offset):
@@ -407,7 +470,7 @@ def test_ending_a_nap_ends_it_and_every_later_one(kind):
 
 
 def test_a_wake_cuts_one_nap_short_and_is_counted():
-    """The rpc drain's nap (up to 250 ms) ends when the agent says there is something to
+    """The rpc drain's nap (up to 2 s) ends when the agent says there is something to
     pull (ada:wake): that nap only, not the next; the manifest counts the wakes."""
     nap = Nap(60.0)
     thread = _napping(nap, 60.0)

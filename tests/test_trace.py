@@ -806,17 +806,18 @@ def test_a_program_at_rest_lets_the_drain_nap_and_its_bursts_wake_it(tmp_path, t
 def test_over_rpc_a_program_at_rest_is_pulled_rarely_and_its_calls_wake_the_drain(
         tmp_path, target_bin, engine):
     """Over rpc each pass of the drain is a pull, a call into the target. After a pull that
-    found nothing the drain naps up to 250 ms, and the agent, looking at its rings every 10
-    ms, tells it by message (ada:wake) when there is something to pull: the manifest counts
-    those wakes, and no call is lost. At the 25 ms naps before, the same 3 s took 131 pulls
-    (and Frida left more followed children unannounced: docs/recording.md)."""
+    found nothing the drain naps 2 s, and the agent, looking at its rings every 10 ms, tells
+    it by message (ada:wake) when there is something to pull: the manifest counts those
+    wakes, and no call is lost. At the 25 ms naps before, the same 3 s took 131 pulls; with
+    naps doubling up to 250 ms, 40; now 8 (and each message into a process as it forks lets
+    Frida kill the child now and then: docs/recording.md, "Children and exec")."""
     bursts, calls = 3, 10
     s, _ = trace(tmp_path, *engine, "--transport", "rpc", "-f", target_bin("bursts"),
                  str(bursts), str(calls), "1000", "-i", "bursts!work")
     m = s.manifest.document
     assert len(s.threads[0].index) == 2 * bursts * calls
     assert m["drain_wakes"] >= 1
-    assert m["transport"]["pulls"] < 80, m["transport"]
+    assert m["transport"]["pulls"] < 20, m["transport"]
     assert_verify_clean(s.path)
 
 

@@ -35,18 +35,17 @@ from ada.atf.writer import SessionWriter, ThreadWriter
 
 from .clock import TickClock, prepare_conversion
 from .detail_sinks import DetailSink
-from .nap import Nap
+from .nap import IDLE_SLEEP_S, Nap
 from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 
 # The drain's pace (Drain.run). It naps after a pass that found nothing, the nap doubling
-# from IDLE_SLEEP_S up to its Nap's longest (nap.py: 100 ms where a producer can wake it, 4 ms
-# where nothing can), and not after a pass that moved anything: a program at rest costs ada
+# from its Nap's first (IDLE_SLEEP_S; over rpc the longest at once) up to its longest (nap.py:
+# 100 ms where a producer can wake it, 4 ms where nothing can), and not after a pass that moved anything: a program at rest costs ada
 # about 10 wakes a second (it cost 2,000, a tenth of a core, at a fixed 0.5 ms), one that runs
 # has the drain it had. (Napping also after passes that moved under a sixteenth of a ring cut
 # ada's CPU time a little for a program at 2 M events/s, 19-23 % of a core to 16-19 %, and cost
 # the inline engine flat out: its waits for the drain rose. docs/recording.md, "The drain's
 # pace".)
-IDLE_SLEEP_S = 0.0005
 BEAT_S = 0.1  # the heartbeat's period (see Heartbeat)
 DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
@@ -64,17 +63,26 @@ class Heartbeat:
     rings from their first hooked call, while the host still writes its first manifest; on
     a loaded machine that gap passed 2 s, and each thread dropped an event at its first full
     ring. It stops at that release, when the drain fails, when the recording is abandoned,
-    and with ada's process, which is what stall_s is for."""
+    and with ada's process, which is what stall_s is for.
+
+    It rests while the drain naps after a pass that found nothing (Drain.run): then no ring
+    is full, the pass just renewed the beat, and a ring that starts to fill ends the nap
+    (nap.py) before a waiting thread could find the beat stale. Over rpc each beat is a
+    message into the target, and a message that reaches a process as it forks lets Frida
+    lose the child now and then (docs/recording.md, "Children and exec"): a program at rest
+    then gets no message at all."""
 
     def __init__(self, beat: Callable[[], None]) -> None:
         self._stopped = threading.Event()
+        self.resting = False  # set by the drain around an idle nap
         beat()
         threading.Thread(target=self._run, args=(beat,), name="ada-heartbeat",
                          daemon=True).start()
 
     def _run(self, beat: Callable[[], None]) -> None:
         while not self._stopped.wait(BEAT_S):
-            beat()
+            if not self.resting:
+                beat()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -144,22 +152,32 @@ class Drain(threading.Thread):
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
         self.failed = threading.Event()
+        self.first_pass = threading.Event()  # set once a pass has run (or the drain failed)
 
     def run(self) -> None:
         sleep, longest = 0.0, self.nap.longest_s
         try:
             while not self._stop_requested.is_set():
-                if self.drain_once():
+                moved = self.drain_once()
+                self.first_pass.set()
+                if moved:
                     sleep = 0.0
                     if self.pause_s:
                         time.sleep(self.pause_s)
                 else:
-                    sleep = min(max(2 * sleep, IDLE_SLEEP_S), longest)
+                    sleep = min(max(2 * sleep, self.nap.first_s), longest)
+                    self._rest(True)
                     self.nap.sleep(sleep)
+                    self._rest(False)
         except BaseException as e:  # noqa: BLE001 - reported by the recorder, never lost
             self.error = e
             self.failed.set()
+            self.first_pass.set()
             self._stop_beating()  # a host whose drain failed is gone to the waiting threads
+
+    def _rest(self, resting: bool) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.resting = resting
 
     def _stop_beating(self) -> None:
         if self.heartbeat is not None:
@@ -203,8 +221,9 @@ class Drain(threading.Thread):
         self.stats.threads = len(self.thread_writers)
         if self.sink is not None:
             moved += self._drain_detail()
-        self._release(ended)
-        return moved + pulled
+        # A slot marked or freed now wants another pass at once (the next one frees it; over
+        # rpc the one after tells the agent): the drain does not nap on it.
+        return moved + pulled + self._release(ended)
 
     def _bind(self, slot: int) -> _Binding | None:
         """The slot's current thread, bound to a new thread_N when it is a new one."""
@@ -227,17 +246,20 @@ class Drain(threading.Thread):
         binding = self._bindings[slot] = _Binding(thread, generation)
         return binding
 
-    def _release(self, ended: list[int]) -> None:
+    def _release(self, ended: list[int]) -> int:
         """Free the slots of ended threads once drained; close the threads' files once the
-        sink is done with them."""
+        sink is done with them. Returns the slots it marked or freed."""
         rings = self.rings
+        changed = 0
         for slot in ended:
             binding = self._bindings[slot]
             drained = rings.head(slot) == binding.tail and (
                 self.sink is None or rings.detail_head(slot) == binding.detail_tail)
             if not (binding.ended and drained):
+                changed += not binding.ended
                 binding.ended = True  # free it on a later pass: see the producer's last writes
                 continue
+            changed += 1
             counts = self.counts[binding.thread]
             counts.waits, counts.wait_ns = rings.waits(slot)
             counts.drops, counts.ended = rings.drops(slot), True
@@ -255,6 +277,7 @@ class Drain(threading.Thread):
                 self.thread_writers[thread].finalize()
                 rings.heartbeat()
         self._closing = still_open
+        return changed
 
     def _drain_detail(self) -> int:
         rings = self.rings

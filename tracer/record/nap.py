@@ -13,9 +13,11 @@ nap when a ring starts to fill:
   the target's agent CPU too (at rest with a 4 ms nap, 17 % of a core in ada; at 0.5 ms,
   38 %): after a pull that found nothing the agent looks at its rings every 10 ms and sends
   ada:wake when there is something to pull (agent/ada_transport.js, _watchWhileHostNaps),
-  and `wake()` ends the nap. The nap may then be long: LONGEST_RPC_S. It was 25 ms before that
-  message, and the calls that many pulls make into the target cost followed children (Frida
-  left a few forked children in 60 unannounced; docs/recording.md, "Children and exec").
+  and `wake()` ends the nap. The nap may then be long: LONGEST_RPC_S, and the first nap after
+  a pull that found nothing is already that long (a nap doubling from half a millisecond made
+  eight pulls on the way). It was 25 ms before that message, then 250 ms: each pull is a
+  message into the target and its answer, and a message that crosses a fork there lets Frida
+  kill the child now and then (docs/recording.md, "Children and exec").
 - `Nap` over shared memory elsewhere (macOS): nothing wakes it but the recording's end, so it
   stays short enough for a ring not to fill unseen for long: LONGEST_S.
 """
@@ -29,8 +31,9 @@ import threading
 
 import numpy as np
 
+IDLE_SLEEP_S = 0.0005  # the first nap after a pass that found nothing (Drain.run)
 LONGEST_S = 0.004
-LONGEST_RPC_S = 0.25
+LONGEST_RPC_S = 2.0
 LONGEST_FUTEX_S = 0.1
 # A FutexNap's shorter naps are plain timed sleeps that no producer wakes: a nap this short
 # lasts about as long as a ring takes to fill at the fastest (32,768 events, about 1 ms at 30 M
@@ -43,10 +46,11 @@ FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine
 
 class Nap:
     """A timed sleep that `wake()` cuts short once (over the rpc transport, the agent's
-    ada:wake) and `end()` for good."""
+    ada:wake) and `end()` for good. The drain's naps double from first_s to longest_s."""
 
-    def __init__(self, longest_s: float = LONGEST_S) -> None:
+    def __init__(self, longest_s: float = LONGEST_S, first_s: float = IDLE_SLEEP_S) -> None:
         self.longest_s = longest_s
+        self.first_s = first_s
         self._ended = threading.Event()
         self._woken = threading.Event()
         self.wakes = 0  # wake() calls (the manifest's drain_wakes, with the agent's own)

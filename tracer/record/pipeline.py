@@ -41,6 +41,7 @@ from .rings import (DETAIL_MODE_CODES, LAYOUT, POLICY_DROP, POLICY_WAIT, RegionG
 from .transport import PULL_FORMAT, RpcMirror, beat_by_message
 
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
+FIRST_PULL_WAIT_S = 5.0  # the most a suspended target waits for the first pull (before_resume)
 
 
 @dataclass
@@ -232,7 +233,7 @@ class Pipeline:
         else:
             self.mirror = RpcMirror(script, space.geometry, answers)
             rings = self.mirror.reader
-            nap = Nap(LONGEST_RPC_S)  # the agent's ada:wake ends it (nap.py)
+            nap = Nap(LONGEST_RPC_S, LONGEST_RPC_S)  # the agent's ada:wake ends it (nap.py)
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
@@ -256,6 +257,15 @@ class Pipeline:
             for ms in trigger_at_ms:
                 self.flight.schedule(start_ns + int(ms * 1e6), "time", at_ms=ms)
         self.drain.start()
+
+    def before_resume(self) -> None:
+        """Over rpc, let the drain's first pull end before a suspended target runs: a message
+        between ada and a process as it forks lets Frida kill the child now and then (in
+        Frida's agent, as the child recovers from its fork; docs/recording.md, "Children and
+        exec"), and a program may fork as soon as it runs. After that first pull, which finds
+        nothing, the drain naps until the agent says there is something to pull."""
+        if self.mirror is not None:
+            self.drain.first_pass.wait(FIRST_PULL_WAIT_S)
 
     def _function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.flight is not None

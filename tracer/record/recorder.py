@@ -364,8 +364,10 @@ class Recorder:
         """Start draining and let the target run (a spawned or gated process was suspended)."""
         self.t0 = time.monotonic()
         self.record_start_ns = clock_ns()
-        self._prepared().start(self.record_start_ns, self.options.trigger_at_ms)
+        pipeline = self._prepared()
+        pipeline.start(self.record_start_ns, self.options.trigger_at_ms)
         if self.suspended:
+            pipeline.before_resume()
             try:
                 self.device.resume(self.pid)
             except FRIDA_ERRORS as e:
