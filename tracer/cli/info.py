@@ -106,7 +106,7 @@ def print_processes(listing: list[dict[str, Any]]) -> None:
     for p in listing:
         if p["children_untraced"]:
             print(f"pid {p['pid']}: {p['children_untraced']} child(ren) it forked were never "
-                  "announced by Frida and ran untraced")
+                  "announced by Frida (died at their fork or ran untraced)")
 
 
 def print_summary(s: dict[str, Any]) -> None:
@@ -118,7 +118,8 @@ def print_summary(s: dict[str, Any]) -> None:
         followed = sum(1 for c in proc.get("children") or [] if c.get("followed"))
         text = f"{len(proc.get('children') or [])} announced by Frida, {followed} followed"
         if proc.get("children_untraced"):
-            text += f"; {proc['children_untraced']} never announced (ran untraced)"
+            text += (f"; {proc['children_untraced']} never announced (died at their fork or "
+                     f"ran untraced)")
         out.append(("children", text))
     if s["device"]:
         dev = s["device"]

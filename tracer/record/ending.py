@@ -143,8 +143,10 @@ def losses(summary: dict[str, Any], undelivered: tuple[int, int] | None,
 def untraced_children(forks: int | None, still_held: list[int],
                       children: list[dict[str, Any]]) -> int | None:
     """The children a process forked that Frida never announced (TargetEnd.forks against
-    the `children` Frida announced): ada learns of a held child only from Frida, so these ran
-    untraced. None where the forks were not counted."""
+    the `children` Frida announced): ada learns of a held child only from Frida, so nothing
+    of these is recorded. Each examined so far had died at its fork, inside Frida's agent as
+    the child recovered from it (SIGSEGV); one that survives runs untraced. None where the
+    forks were not counted."""
     if forks is None:
         return None
     announced = {c["pid"] for c in children if c["origin"] == "fork"}
@@ -155,8 +157,10 @@ def untraced_children_warning(untraced: int | None, forks: int | None) -> list[s
     if not untraced:
         return []
     return [f"{untraced:,} of the {forks:,} children this process forked were never announced "
-            "by Frida, which held them at their fork: they ran untraced, and what they did is "
-            "not in this recording (docs/recording.md, \"Children and exec\")"]
+            "by Frida, which held them at their fork: such a child dies there (Frida's agent "
+            "faults in it as it recovers from the fork, mostly while messages pass between ada "
+            "and the parent: --transport rpc) or runs untraced, and nothing of it is in this "
+            "recording; --no-follow-children avoids it (docs/recording.md, \"Children and exec\")"]
 
 
 def hold_warnings(stats: dict[str, Any] | None) -> list[str]:
