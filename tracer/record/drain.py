@@ -159,7 +159,8 @@ class Drain(threading.Thread):
         try:
             while not self._stop_requested.is_set():
                 moved = self.drain_once()
-                self.first_pass.set()
+                if not self.first_pass.is_set():
+                    self.first_pass.set()
                 if moved:
                     sleep = 0.0
                     if self.pause_s:
