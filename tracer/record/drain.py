@@ -39,13 +39,13 @@ from .nap import IDLE_SLEEP_S, Nap
 from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 
 # The drain's pace (Drain.run). It naps after a pass that found nothing, the nap doubling
-# from its Nap's first (IDLE_SLEEP_S; over rpc the longest at once) up to its longest (nap.py:
-# 100 ms where a producer can wake it, 4 ms where nothing can), and not after a pass that moved anything: a program at rest costs ada
-# about 10 wakes a second (it cost 2,000, a tenth of a core, at a fixed 0.5 ms), one that runs
-# has the drain it had. (Napping also after passes that moved under a sixteenth of a ring cut
-# ada's CPU time a little for a program at 2 M events/s, 19-23 % of a core to 16-19 %, and cost
-# the inline engine flat out: its waits for the drain rose. docs/recording.md, "The drain's
-# pace".)
+# from its Nap's first (IDLE_SLEEP_S; over rpc the longest at once) up to its longest
+# (nap.py: 100 ms where a producer can wake it, 4 ms where nothing can), and not after a
+# pass that moved anything: a program at rest costs ada about 10 wakes a second (it cost
+# 2,000, a tenth of a core, at a fixed 0.5 ms), one that runs has the drain it had. (Napping
+# also after passes that moved under a sixteenth of a ring cut ada's CPU time a little for a
+# program at 2 M events/s, 19-23 % of a core to 16-19 %, and cost the inline engine flat
+# out: its waits for the drain rose. docs/recording.md, "The drain's pace".)
 BEAT_S = 0.1  # the heartbeat's period (see Heartbeat)
 DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
@@ -69,7 +69,7 @@ class Heartbeat:
     is full, the pass just renewed the beat, and a ring that starts to fill ends the nap
     (nap.py) before a waiting thread could find the beat stale. Over rpc each beat is a
     message into the target, and a message that reaches a process as it forks lets Frida
-    lose the child now and then (docs/recording.md, "Children and exec"): a program at rest
+    kill the child now and then (docs/recording.md, "Children and exec"): a program at rest
     then gets no message at all."""
 
     def __init__(self, beat: Callable[[], None]) -> None:
