@@ -80,10 +80,9 @@ PARENT_SCRIPT = ("Interceptor.attach(Process.getModuleByName('forks').getExportB
                  "function onPost() { recv('post', onPost); } recv('post', onPost);")
 
 
-def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
-            hang_s: float, hold_s: float = 0.0, post_ms: float = 0.0,
-            timer_ms: float = 0.0, send_ms: float = 0.0) -> tuple[bool, int]:
-    """(ended, children killed by a signal): False (after hang_s) if it hung."""
+def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple[bool, int]:
+    """(ended, children killed by a signal): False (after --hang-s) if it hung. `o` is the
+    command line's options."""
     held: queue.Queue = queue.Queue()
     done = threading.Event()
     output: list[str] = []
@@ -96,17 +95,17 @@ def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
 
     device.on("child-added", on_child)
     device.on("output", on_output)
-    pid = device.spawn(exe, argv=[exe, "500", str(children), "serial"], stdio="pipe")
+    pid = device.spawn(exe, argv=[exe, "500", str(o.children), "serial"], stdio="pipe")
     session = device.attach(pid)
     session.on("detached", lambda *_: done.set())
     session.enable_child_gating()
     script = session.create_script(
-        PARENT_SCRIPT + (f"setInterval(() => {{}}, {timer_ms});" if timer_ms else "")
-        + (f"setInterval(() => send('x'), {send_ms});" if send_ms else ""))
+        PARENT_SCRIPT + (f"setInterval(() => {{}}, {o.timer_ms});" if o.timer_ms else "")
+        + (f"setInterval(() => send('x'), {o.send_ms});" if o.send_ms else ""))
     script.load()
-    if post_ms:
+    if o.post_ms:
         def post() -> None:
-            while not done.wait(post_ms / 1000):
+            while not done.wait(o.post_ms / 1000):
                 try:
                     script.post({"type": "post"})
                 except frida.InvalidOperationError:
@@ -120,17 +119,17 @@ def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
             try:
                 child = held.get(timeout=0.05)
                 child_session = None
-                if mode in ("attach", "script", "empty"):
+                if o.mode in ("attach", "script", "empty"):
                     try:
                         child_session = device.attach(child.pid)
-                        if mode != "attach":  # as ada does for a child it follows
+                        if o.mode != "attach":  # as ada does for a child it follows
                             child_script = child_session.create_script(
-                                CHILD_SCRIPT if mode == "script" else "")
+                                CHILD_SCRIPT if o.mode == "script" else "")
                             child_script.load()
                     except (frida.ProcessNotFoundError, frida.InvalidOperationError):
                         pass
-                if hold_s:
-                    time.sleep(hold_s)
+                if o.hold_s:
+                    time.sleep(o.hold_s)
                 try:
                     device.resume(child.pid)
                 except (frida.ProcessNotFoundError, frida.InvalidOperationError):
@@ -142,7 +141,7 @@ def one_run(device: frida.core.Device, exe: str, children: int, mode: str,
             for entry in [e for e in opened if time.monotonic() - e[0] > 0.5]:
                 entry[1].detach()
                 opened.remove(entry)
-            if time.monotonic() - started > hang_s:
+            if time.monotonic() - started > o.hang_s:
                 print(f"hang: parent {pid}\n{child_state(pid)}", flush=True)
                 return False, 0
         time.sleep(0.1)  # the parent's last output
@@ -179,8 +178,7 @@ def main() -> int:
     device = frida.get_local_device()
     killed = 0
     for run in range(1, args.runs + 1):
-        ended, run_killed = one_run(device, str(exe), args.children, args.mode, args.hang_s,
-                                    args.hold_s, args.post_ms, args.timer_ms, args.send_ms)
+        ended, run_killed = one_run(device, str(exe), args)
         if not ended:
             print(f"hung in run {run} of {args.runs} ({args.children} children a run, "
                   f"mode {args.mode}, frida {frida.__version__})")
