@@ -100,9 +100,9 @@ def test_a_child_announced_after_its_parent_ended_is_still_followed(tmp_path, ta
 def test_a_child_frida_never_announced_is_counted_as_untraced(tmp_path, target_bin, engine):
     """ada learns of a child Frida holds at its fork only from Frida's announcement, and
     Frida now and then makes none (with --transport rpc, a few children in 60): that child
-    died at its fork (Frida's agent faulted in it) or ran untraced, and nothing said so. The agent now counts the process's forks itself (an
-    atfork handler, agent/ada_code.js), so a child never announced is counted in the
-    manifest, said, and the recording is not clean. Here ada ignores the first announcement
+    died at its fork (Frida's agent faulted in it) or ran untraced, and nothing said so. The
+    agent now counts the process's forks itself (an atfork handler, agent/ada_code.js), so a
+    child never announced is counted in the manifest, said, and the recording is not clean. Here ada ignores the first announcement
     (ADA_TEST_UNHEARD_FORKS), the loss made certain."""
     out = run_ada("trace", *engine, "-o", tmp_path, "-f", target_bin("forks"), 50, 3,
                   "serial", "-i", "forks!work", env={**os.environ, "ADA_TEST_UNHEARD_FORKS": "1"})

@@ -49,10 +49,10 @@ GEOMETRY = RegionGeometry(max_threads=4, index_capacity=16, detail_capacity=4096
 
 
 def new_drain(tmp_path, agent, sink=None, on_trigger=None, sync=None, reader=None,
-              heartbeat=None):
+              heartbeat=None, nap=None):
     writer = SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
                            clock_type=F.CLOCK_BOOTTIME)
-    return Drain(reader or agent.reader, writer, sink, on_trigger, sync, heartbeat), writer
+    return Drain(reader or agent.reader, writer, sink, on_trigger, sync, heartbeat, nap), writer
 
 
 def finish(drain, writer):
@@ -330,8 +330,7 @@ def test_the_drain_naps_longer_while_nothing_comes_and_not_after_a_pass_that_mov
     slot = agent.register(501)
     nap = ScriptedNap({6: lambda: agent.emit(slot, index_events(2, tid=501, first_ts=1000)),
                        8: lambda: nap.done.set()})
-    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    drain, _ = new_drain(tmp_path, agent, nap=nap)
     drain.start()
     assert nap.done.wait(30)
     drain.finish(release=lambda: None)
@@ -349,8 +348,7 @@ def test_over_rpc_the_first_nap_on_nothing_is_already_the_longest(tmp_path):
     slot = agent.register(501)
     nap = ScriptedNap({2: lambda: agent.emit(slot, index_events(2, tid=501, first_ts=1000)),
                        4: lambda: nap.done.set()}, longest_s=2.0, first_s=2.0)
-    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    drain, _ = new_drain(tmp_path, agent, nap=nap)
     drain.start()
     assert nap.done.wait(30)
     drain.finish(release=lambda: None)
@@ -368,8 +366,7 @@ def test_an_ended_threads_slot_is_freed_before_the_drain_naps(tmp_path):
     passes = []
     nap = ScriptedNap({1: lambda: (passes.append(len(passes)), nap.done.set())},
                       longest_s=2.0, first_s=2.0)
-    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                  clock_type=F.CLOCK_BOOTTIME), nap=nap)
+    drain, _ = new_drain(tmp_path, agent, nap=nap)
     one_pass = drain.drain_once
 
     def counted_pass():
@@ -394,8 +391,7 @@ def test_the_heartbeat_rests_while_the_drain_naps_on_nothing(tmp_path):
     beats, lone_beats = [], []
     heartbeat = Heartbeat(lambda: beats.append(time.monotonic()))
     lone = Heartbeat(lambda: lone_beats.append(time.monotonic()))  # no drain: it never rests
-    drain = Drain(agent.reader, SessionWriter(tmp_path, 77, arch=F.ARCH_X86_64, os_id=F.OS_LINUX,
-                  clock_type=F.CLOCK_BOOTTIME), heartbeat=heartbeat, nap=Nap(60.0, 60.0))
+    drain, _ = new_drain(tmp_path, agent, heartbeat=heartbeat, nap=Nap(60.0, 60.0))
     drain.start()
     time.sleep(0.6)
     drain.finish(release=lambda: None)
