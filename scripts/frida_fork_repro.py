@@ -5,6 +5,7 @@ _hold_children) is Frida's own.
     python scripts/frida_fork_repro.py [--runs 40] [--children 60]
                                        [--mode attach|script|empty|resume] [--hang-s 30]
                                        [--hold-s 0] [--post-ms 0] [--send-ms 0] [--timer-ms 0]
+                                       [--call-ms 0] [--fork-markers hooked|quiet]
 
 Each run spawns tests/targets/forks.c (built here with gcc) as `forks 500 CHILDREN serial`:
 it forks its children one after another and waits for each. Frida holds each child at its
@@ -34,6 +35,12 @@ its fork); the host posting it one every 2 ms (--post-ms 2), 10 of 600; every 10
 a JavaScript timer every 2 ms (--timer-ms 2), 0 of 600. The script exits 1 if any child was
 killed. ada's rpc transport sends a process at rest nothing for this reason
 (docs/recording.md, "Children and exec").
+Inside fork() (2026-11-30): with --fork-markers (the target built with -DFORK_MARKERS, its
+fork_begins() and fork_ended() hooked) and --send-ms 10, 31 of 300 children were killed;
+with --fork-markers quiet (nothing sent from fork_begins() until fork() returns in the
+parent), 0 of 300. With --call-ms 2 (the host calls the parent, as ada's drain pulls) and
+--fork-markers quiet (each answer held while in fork()), 9 of 300; with --fork-markers
+hooked, three tries hung (in runs 1, 1 and 3: the parent stopped by Frida's ptrace).
 """
 
 from __future__ import annotations
@@ -77,7 +84,23 @@ def child_state(parent: int) -> str:
 # its heartbeat and pulls so)
 PARENT_SCRIPT = ("Interceptor.attach(Process.getModuleByName('forks').getExportByName('work'), "
                  "{ onEnter() {} });"
-                 "function onPost() { recv('post', onPost); } recv('post', onPost);")
+                 "function onPost() { recv('post', onPost); } recv('post', onPost);"
+                 "var inFork = false;"
+                 # --call-ms: the host calls pull() as ada's rpc drain does; its answer waits
+                 # while the parent is in fork() (set only with --fork-markers quiet)
+                 "rpc.exports.pull = () => !inFork ? 'x'.repeat(4096) : new Promise(done => {"
+                 "  const t = setInterval(() => { if (!inFork) { clearInterval(t);"
+                 "    done('x'.repeat(4096)); } }, 1); });")
+
+
+# --fork-markers: the parent's script hooks the target's fork_begins() and fork_ended()
+# (forks.c built with -DFORK_MARKERS); with "quiet", --send-ms sends nothing between them
+MARKERS_SCRIPT = (
+    "const quietFork = %s;"
+    "Interceptor.attach(Process.getModuleByName('forks').getExportByName('fork_begins'), "
+    "{ onEnter() { inFork = quietFork; } });"
+    "Interceptor.attach(Process.getModuleByName('forks').getExportByName('fork_ended'), "
+    "{ onEnter() { inFork = false; } });")
 
 
 def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple[bool, int]:
@@ -101,7 +124,10 @@ def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple
     session.enable_child_gating()
     script = session.create_script(
         PARENT_SCRIPT + (f"setInterval(() => {{}}, {o.timer_ms});" if o.timer_ms else "")
-        + (f"setInterval(() => send('x'), {o.send_ms});" if o.send_ms else ""))
+        + (MARKERS_SCRIPT % ("true" if o.fork_markers == "quiet" else "false")
+           if o.fork_markers else "")
+        + (f"setInterval(() => {{ if (!inFork) send('x'); }}, {o.send_ms});"
+           if o.send_ms else ""))
     script.load()
     if o.post_ms:
         def post() -> None:
@@ -111,6 +137,14 @@ def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple
                 except frida.InvalidOperationError:
                     return
         threading.Thread(target=post, daemon=True).start()
+    if o.call_ms:
+        def call() -> None:
+            while not done.wait(o.call_ms / 1000):
+                try:
+                    script.exports_sync.pull()
+                except (frida.InvalidOperationError, frida.TransportError):
+                    return
+        threading.Thread(target=call, daemon=True).start()
     device.resume(pid)
     opened: list[tuple[float, frida.core.Session]] = []
     started = time.monotonic()
@@ -139,7 +173,8 @@ def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple
             except queue.Empty:
                 pass
             for entry in [e for e in opened if time.monotonic() - e[0] > 0.5]:
-                entry[1].detach()
+                # on a thread of its own: a detach can wait for ever on a stuck process
+                threading.Thread(target=entry[1].detach, daemon=True).start()
                 opened.remove(entry)
             if time.monotonic() - started > o.hang_s:
                 print(f"hang: parent {pid}\n{child_state(pid)}", flush=True)
@@ -171,9 +206,18 @@ def main() -> int:
     parser.add_argument("--send-ms", type=float, default=0.0,
                         help="the parent's script sends the host a message this often "
                              "(default: never), as ada's agent answers pulls and wakes the host")
+    parser.add_argument("--call-ms", type=float, default=0.0,
+                        help="call the parent's script (an rpc export answering 4 KiB) this "
+                             "often (default: never), as ada's rpc drain pulls")
+    parser.add_argument("--fork-markers", choices=("hooked", "quiet"),
+                        help="build the target with -DFORK_MARKERS and hook its markers around "
+                             "each fork(); with 'quiet', --send-ms sends nothing and --call-ms's "
+                             "answers wait from just before a fork() until it returns in the "
+                             "parent")
     args = parser.parse_args()
     exe = Path(tempfile.mkdtemp(prefix="ada-fork-repro-")) / "forks"
-    subprocess.run(["gcc", "-O1", "-g", "-rdynamic", "-o", str(exe),
+    markers = ["-DFORK_MARKERS"] if args.fork_markers else []
+    subprocess.run(["gcc", "-O1", "-g", "-rdynamic", *markers, "-o", str(exe),
                     str(ROOT / "tests" / "targets" / "forks.c")], check=True)
     device = frida.get_local_device()
     killed = 0

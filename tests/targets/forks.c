@@ -19,7 +19,10 @@
  * "abort": each child calls abort() instead, and SIGABRT must kill it. "tree" the parent
  * forks a child that forks a grandchild; the parent makes N calls, the others M; each
  * waits for its child.
- * Each other process prints "pid <role> <pid>" first. */
+ * Each other process prints "pid <role> <pid>" first. Built with -DFORK_MARKERS, "serial"
+ * and "crashes" call fork_begins() just before each fork() and fork_ended() in the parent
+ * just after it: hooked, they tell a script when the process is inside fork()
+ * (scripts/frida_fork_repro.py --quiet-fork). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,15 @@ __attribute__((noinline)) long work(long x)
   sink += x;
   return x * 2;
 }
+
+#ifdef FORK_MARKERS
+/* Each longer than the 5 bytes an Interceptor hook overwrites. */
+__attribute__((noinline)) void fork_begins(void) { sink ^= 0x5a5a; sink += 1; }
+__attribute__((noinline)) void fork_ended(void) { sink ^= 0xa5a5; sink += 1; }
+#else
+static void fork_begins(void) {}
+static void fork_ended(void) {}
+#endif
 
 static void calls(long n, long pause_us)
 {
@@ -81,7 +93,10 @@ int main(int argc, char **argv)
     if (expected == 42)
       signal(SIGSEGV, exit_42);
     for (long k = 0; k < m; k++) {
+      fork_begins();
       pid_t one = fork();
+      if (one != 0)
+        fork_ended();
       if (one == 0) {
         calls(10, 0);
         if (expected == 43)
