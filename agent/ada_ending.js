@@ -103,7 +103,7 @@ const AgentEnding = {
     const rpcData = this.regionKind === 'rpc' && this.region !== null;
     this.handedOver = true;
     send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus,
-           children: reason === 'exec' ? [] : this._newChildren(), forks: this._forkCount(),
+           children: this._newChildren(), forks: this._forkCount(),
            unrecordedThreads: this._unrecordedThreads() },
          rpcData ? this.pull([], this._pendingBytes(), []) : null);
   },

@@ -448,6 +448,60 @@ def test_exec_ends_a_directory_and_the_new_image_gets_its_own(tmp_path, target_b
     assert_verify_clean(image.path.parent)
 
 
+def test_an_exec_announced_late_is_still_followed(tmp_path, target_bin, engine):
+    """Frida holds a traced process at its exec and announces the new image (child-added)
+    only after; on a slow machine that comes after the old image's end. The recording then
+    ended with the old image, and the new image never ran (the process was gone). Here the
+    announcement reaches ada 1 s late (ADA_TEST_CHILD_ADDED_DELAY_S): the old image's
+    directory waits for it, and the new image is recorded whole."""
+    n, m = 30, 40
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), n, m,
+                  "selfexec", "-i", "forks!work",
+                  env={**os.environ, "ADA_TEST_CHILD_ADDED_DELAY_S": "1.0"})
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    assert ids.get("image") == ids["parent"], out.stdout
+    paths = {p.name: p for p in session_lines(out)}
+    first, first_counts = work_events(paths[f"pid_{ids['parent']}"])
+    assert first_counts == {ids["parent"]: 2 * n}
+    assert first.manifest.document["end"]["reason"] == "exec"
+    image, image_counts = work_events(paths[f"pid_{ids['parent']}_exec1"])
+    assert image_counts == {ids["parent"]: 2 * m}
+    assert image.manifest.document["end"]["reason"] == "target-exited"
+    assert_verify_clean(image.path.parent)
+
+
+def test_a_child_forked_just_before_an_exec_is_the_first_images(tmp_path, target_bin, engine):
+    """A parent that forks and execs at once: Frida may announce the child only after the
+    new image's recorder exists (here 1 s late, ADA_TEST_CHILD_ADDED_DELAY_S). The child was
+    forked by the first image: it is listed there and counted against that image's forks,
+    not the new image's (where it read as a child the first image's count says Frida never
+    announced, and the recording was not clean)."""
+    n, m = 30, 40
+    out = run_ada("trace", *engine, "-q", "-o", tmp_path, "-f", target_bin("forks"), n, m,
+                  "forkexec", "-i", "forks!work",
+                  env={**os.environ, "ADA_TEST_CHILD_ADDED_DELAY_S": "1.0"})
+    assert out.returncode == 0, out.stderr
+    ids = pids(out)
+    assert ids["image"] == ids["parent"]
+    paths = {p.name: p for p in session_lines(out)}
+    assert sorted(paths) == sorted([f"pid_{ids['parent']}", f"pid_{ids['parent']}_exec1",
+                                    f"pid_{ids['child']}"])
+    first = atf.open_session(paths[f"pid_{ids['parent']}"]).manifest.document
+    assert first["end"]["reason"] == "exec"
+    assert first["process"]["children"] == [
+        {"pid": ids["child"], "origin": "fork", "followed": True}]
+    assert first["process"]["children_untraced"] == 0
+    image, image_counts = work_events(paths[f"pid_{ids['parent']}_exec1"])
+    assert image_counts == {ids["parent"]: 2 * n}
+    assert image.manifest.document["process"]["children"] == []
+    assert not image.manifest.document["process"]["children_untraced"]
+    child, child_counts = work_events(paths[f"pid_{ids['child']}"])
+    assert child_counts == {ids["child"]: 2 * m}
+    assert "never announced" not in out.stderr, out.stderr
+    assert_verify_clean(image.path.parent)
+
+
 def code_is_original(pid, exe):
     """Whether work()'s first bytes in a live process are those of the file (no hook left)."""
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()

@@ -16,7 +16,9 @@
  * children that ended as they should) and exits 0 only if K is M: killed by SIGSEGV, or with
  * HANDLER (argv[4]) "before" the parent's own SIGSEGV handler, set before the forks, ends
  * each with _exit(42), with "after" one the child sets after its fork ends it with _exit(43);
- * "abort": each child calls abort() instead, and SIGABRT must kill it. "tree" the parent
+ * "abort": each child calls abort() instead, and SIGABRT must kill it. "forkexec" the
+ * parent forks a child that makes its M calls, then execs this program at once as "forks N"
+ * (the new image makes the N calls and exits without waiting). "tree" the parent
  * forks a child that forks a grandchild; the parent makes N calls, the others M; each
  * waits for its child.
  * Each other process prints "pid <role> <pid>" first. Built with -DFORK_MARKERS, "serial"
@@ -194,6 +196,12 @@ int main(int argc, char **argv)
   }
   if (strcmp(mode, "orphan") == 0)
     return 0;
+  if (strcmp(mode, "forkexec") == 0) {  /* the parent execs at once, its child still running */
+    char count[32];
+    snprintf(count, sizeof count, "%ld", n);
+    execl(argv[0], argv[0], count, (char *) NULL);
+    return 127;
+  }
   calls(n, 100);
   if (strcmp(mode, "nowait") != 0)
     waitpid(child, NULL, 0);

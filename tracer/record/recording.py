@@ -56,6 +56,7 @@ class Recording:
         self._wake = threading.Event()  # a stop was asked or a child is held
         self._held: queue.SimpleQueue[HeldChild] = queue.SimpleQueue()
         self._execs: dict[int, int] = {}  # pid -> images traced after the first
+        self._exec_announced: dict[int, int] = {}  # pid -> its execs Frida announced
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
         self._announced: set[int] = set()  # pids Frida has announced (followed or let go)
         # ADA_TEST_UNHEARD_FORKS=N (tests only): the first N fork children Frida announces are
@@ -176,7 +177,9 @@ class Recording:
                 self._let_go_children.let_go(child)
                 continue
             self._announced.add(child.pid)
-            parent = self._tracer_of(child.parent_pid)
+            if child.origin == "exec":
+                self._exec_announced[child.pid] = self._exec_announced.get(child.pid, 0) + 1
+            parent = self._tracer_of(child.parent_pid, child.pid)
             if parent is None:  # not a process of this recording
                 self._let_go_children.let_go(child)
                 continue
@@ -194,13 +197,21 @@ class Recording:
     def _children_unannounced(self, recorder: Recorder) -> bool:
         """Whether an ended process left children Frida has not announced yet: its directory
         waits for them (its manifest lists its children), as long as they live, for at most
-        ANNOUNCE_WAIT_S. Looked at again each time the loop wakes."""
+        ANNOUNCE_WAIT_S; an image that exec'd waits so for its new image, which Frida holds
+        (else the recording could end first, and with it the held process). Looked at again
+        each time the loop wakes."""
         children = [pid for pid in recorder.unannounced_children() if pid not in self._announced]
+        new_image = self._new_image_unannounced(recorder)
         if recorder not in self._unannounced_since:
             self._unannounced_since[recorder] = time.monotonic()
             if children:
                 self.info(f"pid {recorder.pid} ended with {len(children)} child(ren) Frida has "
                           f"not announced yet ({', '.join(map(str, children))}): waiting")
+            if new_image:
+                self.info(f"pid {recorder.pid} exec'd; Frida has not announced its new image "
+                          "yet: waiting")
+        if new_image:
+            children.append(recorder.pid)
         if not children:
             return False
         try:
@@ -211,17 +222,33 @@ class Recording:
             return False  # they ended before Frida announced them
         if time.monotonic() - self._unannounced_since[recorder] < ANNOUNCE_WAIT_S:
             return True
-        self.warn(f"child(ren) {', '.join(map(str, alive))} of pid {recorder.pid} not announced "
-                  f"by Frida within {ANNOUNCE_WAIT_S:.0f} s of its end: they run untraced")
+        if new_image and recorder.pid in alive:
+            alive.remove(recorder.pid)
+            self.warn(f"the new image of pid {recorder.pid} was not announced by Frida within "
+                      f"{ANNOUNCE_WAIT_S:.0f} s of its exec: it runs untraced")
+        if alive:
+            self.warn(f"child(ren) {', '.join(map(str, alive))} of pid {recorder.pid} not "
+                      f"announced by Frida within {ANNOUNCE_WAIT_S:.0f} s of its end: they run "
+                      "untraced")
         self._announced.update(alive)  # not waited for again
         return False
 
-    def _tracer_of(self, pid: int) -> Recorder | None:
-        """The newest Recorder of a pid (an exec'd image has one per image)."""
-        for recorder in reversed(self.recorders):
-            if recorder.pid == pid:
-                return recorder
-        return None
+    def _new_image_unannounced(self, recorder: Recorder) -> bool:
+        """Whether `recorder`'s process exec'd while Frida held it at its exec, and Frida has
+        not announced the new image yet (announced, it is followed or let go)."""
+        if recorder.stop_reason != "exec" or not recorder.holds_children:
+            return False
+        image = [r for r in self.recorders if r.pid == recorder.pid].index(recorder)
+        return self._exec_announced.get(recorder.pid, 0) <= image
+
+    def _tracer_of(self, pid: int, child: int) -> Recorder | None:
+        """The Recorder of a pid whose image forked `child`: the one whose handover named it
+        as still held (a parent that forks and then execs at once: Frida may announce the
+        child after the new image's Recorder exists), else the newest (an exec'd image has
+        one per image)."""
+        images = [r for r in reversed(self.recorders) if r.pid == pid]
+        return next((r for r in images if child in r.unannounced_children()),
+                    images[0] if images else None)
 
     def _follow(self, child: HeldChild) -> Recorder | None:
         """Attach to a held child, hook it and let it run; None (it runs untraced) on failure."""
