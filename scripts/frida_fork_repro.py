@@ -103,6 +103,18 @@ MARKERS_SCRIPT = (
     "{ onEnter() { inFork = false; } });")
 
 
+def every(ms: float, done: threading.Event, action) -> None:
+    """Call `action` every `ms` ms on a thread of its own, until `done` or the process is
+    gone."""
+    def loop() -> None:
+        while not done.wait(ms / 1000):
+            try:
+                action()
+            except (frida.InvalidOperationError, frida.TransportError):
+                return
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple[bool, int]:
     """(ended, children killed by a signal): False (after --hang-s) if it hung. `o` is the
     command line's options."""
@@ -130,21 +142,9 @@ def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple
            if o.send_ms else ""))
     script.load()
     if o.post_ms:
-        def post() -> None:
-            while not done.wait(o.post_ms / 1000):
-                try:
-                    script.post({"type": "post"})
-                except frida.InvalidOperationError:
-                    return
-        threading.Thread(target=post, daemon=True).start()
+        every(o.post_ms, done, lambda: script.post({"type": "post"}))
     if o.call_ms:
-        def call() -> None:
-            while not done.wait(o.call_ms / 1000):
-                try:
-                    script.exports_sync.pull()
-                except (frida.InvalidOperationError, frida.TransportError):
-                    return
-        threading.Thread(target=call, daemon=True).start()
+        every(o.call_ms, done, script.exports_sync.pull)
     device.resume(pid)
     opened: list[tuple[float, frida.core.Session]] = []
     started = time.monotonic()

@@ -24,7 +24,7 @@
  * Each other process prints "pid <role> <pid>" first. Built with -DFORK_MARKERS, "serial"
  * and "crashes" call fork_begins() just before each fork() and fork_ended() in the parent
  * just after it: hooked, they tell a script when the process is inside fork()
- * (scripts/frida_fork_repro.py --quiet-fork). */
+ * (scripts/frida_fork_repro.py --fork-markers). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -55,8 +55,7 @@ class Recording:
         self._stop = threading.Event()
         self._wake = threading.Event()  # a stop was asked or a child is held
         self._held: queue.SimpleQueue[HeldChild] = queue.SimpleQueue()
-        self._execs: dict[int, int] = {}  # pid -> images traced after the first
-        self._exec_announced: dict[int, int] = {}  # pid -> its execs Frida announced
+        self._execs: dict[int, int] = {}  # pid -> execs Frida announced (images after the first)
         self._let_go_children = HeldChildren(device)  # children left untraced (see held.py)
         self._announced: set[int] = set()  # pids Frida has announced (followed or let go)
         # ADA_TEST_UNHEARD_FORKS=N (tests only): the first N fork children Frida announces are
@@ -178,7 +177,7 @@ class Recording:
                 continue
             self._announced.add(child.pid)
             if child.origin == "exec":
-                self._exec_announced[child.pid] = self._exec_announced.get(child.pid, 0) + 1
+                self._execs[child.pid] = self._execs.get(child.pid, 0) + 1
             parent = self._tracer_of(child.parent_pid, child.pid)
             if parent is None:  # not a process of this recording
                 self._let_go_children.let_go(child)
@@ -239,7 +238,7 @@ class Recording:
         if recorder.stop_reason != "exec" or not recorder.holds_children:
             return False
         image = [r for r in self.recorders if r.pid == recorder.pid].index(recorder)
-        return self._exec_announced.get(recorder.pid, 0) <= image
+        return self._execs.get(recorder.pid, 0) <= image
 
     def _tracer_of(self, pid: int, child: int) -> Recorder | None:
         """The Recorder of a pid whose image forked `child`: the one whose handover named it
@@ -254,7 +253,6 @@ class Recording:
         """Attach to a held child, hook it and let it run; None (it runs untraced) on failure."""
         process_dir = None
         if child.origin == "exec":
-            self._execs[child.pid] = self._execs.get(child.pid, 0) + 1
             process_dir = f"pid_{child.pid}_exec{self._execs[child.pid]}"
         place = ProcessPlace(session_dir=self.main_path.parent, process_dir=process_dir,
                              parent_pid=child.parent_pid if child.origin != "exec" else None,
