@@ -576,6 +576,37 @@ def test_a_child_outliving_the_recording_stops_nothing_and_keeps_no_hook(tmp_pat
         subprocess.run(["kill", str(child)])
 
 
+def test_a_child_still_held_as_ada_stops_is_listed_and_let_go(tmp_path, target_bin, engine):
+    """A stop asked (--duration, Ctrl-C) while Frida still holds a child at its fork, not yet
+    announced (here 1.5 s late, ADA_TEST_CHILD_ADDED_DELAY_S): the parent's manifest did not
+    list the child, and ada detached without waiting for it, leaving its release to Frida
+    (the release held.py says can hang a child at its fork). Now the child is listed as not
+    followed, ada waits for its announcement and lets it go, and it runs to its end (its
+    parent waits for it in waitpid, held until then)."""
+    exe = target_bin("forks")
+    out = Output(tmp_path, "ada")
+    ada = subprocess.Popen(ada_command("trace", *engine, "-o", tmp_path / "traces", "-f", exe,
+                                       N, M, "wait", "-i", "forks!work", "--duration", 0.5),
+                           stdout=out.files[0], stderr=out.files[1],
+                           env={**os.environ, "PYTHONFAULTHANDLER": "1",
+                                "ADA_TEST_CHILD_ADDED_DELAY_S": "1.5"})
+    assert wait_or_explain(ada, 90, out, "its start") == 0, out.stderr
+    parent = pids(out)["parent"]
+    deadline = time.monotonic() + 30
+    while alive(parent) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(parent), f"the parent still waits for its child:\n" \
+        f"{describe_descendants(parent)}"
+    child = pids(out)["child"]
+    document = atf.open_session(session_lines(out)[0]).manifest.document
+    assert document["end"]["reason"] == "duration" and document["end"]["clean"]
+    assert document["process"]["children"] == [{"pid": child, "origin": "fork",
+                                                "followed": False}]
+    assert document["process"]["children_untraced"] == 0
+    assert f"waiting for Frida to announce 1 child(ren) it held at their fork as the " \
+        f"recording stopped ({child})" in out.stderr, out.stderr
+
+
 def test_sigint_stops_ada_while_a_child_runs(tmp_path, target_bin, engine):
     exe = target_bin("forks")
     out = Output(tmp_path, "ada")

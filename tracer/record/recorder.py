@@ -391,11 +391,13 @@ class Recorder:
 
     def unannounced_children(self) -> list[int]:
         """The children this process had forked, and that were still held at their fork, as
-        it ended, where Frida holds them (agent/ada_ending.js, noteChildren): Frida may
-        announce them only after (recording.py waits for them). Empty without a handover."""
-        if not self.holds_children or self.end.handover is None:
+        it ended or as ada stopped it, where Frida holds them (agent/ada_ending.js,
+        noteChildren): Frida may announce them only after (recording.py waits for them).
+        Empty before either."""
+        ended = self.end.handover or self.end.stopped
+        if not self.holds_children or ended is None:
             return []
-        return [int(pid) for pid in self.end.handover.get("children") or []]
+        return [int(pid) for pid in ended.get("children") or []]
 
     def progress(self) -> RecordingStatus:
         elapsed = time.monotonic() - self.t0
@@ -403,8 +405,9 @@ class Recorder:
             return RecordingStatus(elapsed, 0, 0, 0)
         return self.pipeline.status(elapsed, self.undelivered)
 
-    def stop(self) -> RecordingResult:
-        """Unhook, drain what is left, finalize files and manifest, detach."""
+    def stop(self, before_detach: Callable[[Recorder], None] = lambda r: None) -> RecordingResult:
+        """Unhook, drain what is left, finalize files and manifest, then `before_detach`
+        (Recording lets children still held go while this session holds them), detach."""
         pipeline = self._prepared()
         warnings: list[str] = []
         self.answers.ending.set()
@@ -456,6 +459,9 @@ class Recorder:
         lost, said = losses(summaries.drain, self.undelivered, self.end.unrecorded_threads())
         forks, still_held = self.end.forks() if self.holds_children else (None, [])
         self.children_untraced = untraced_children(forks, still_held, self.children)
+        listed = {c["pid"] for c in self.children}  # still held as ada stopped: not followed
+        self.children.extend({"pid": pid, "origin": "fork", "followed": False}
+                             for pid in still_held if pid not in listed)
         warnings.extend(killed_warning(self.stop_reason) + said
                         + untraced_children_warning(self.children_untraced, forks)
                         + side_effects(summaries.drain, self.hooked.function_name,
@@ -467,6 +473,7 @@ class Recorder:
                                     final=True)
         except AtfError as e:  # the one written at the start stays
             warnings.append(f"could not write the final manifest: {e}")
+        before_detach(self)
         self._detach()
         pipeline.close()
         return RecordingResult(pipeline.path, self.pid, self.stop_reason, clean,

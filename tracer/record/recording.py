@@ -138,7 +138,7 @@ class Recording:
                         recorder.request_stop(self.stop_reason or "interrupted")
                     if recorder.check() and not self._children_unannounced(recorder):
                         live.remove(recorder)
-                        self.results.append(recorder.stop())
+                        self.results.append(recorder.stop(self._let_go_still_held))
                 if progress is not None and time.monotonic() - last_progress >= interval_s:
                     last_progress = time.monotonic()
                     progress(self.progress())
@@ -183,7 +183,8 @@ class Recording:
                 self._let_go_children.let_go(child)
                 continue
             follow = self.options.follow_children and not self._stop.is_set()
-            if child.origin != "exec":  # an exec is the same process: its image ends "exec"
+            listed = any(c["pid"] == child.pid for c in parent.children)  # still held at a stop
+            if child.origin != "exec" and not listed:  # an exec is the same process
                 parent.children.append({"pid": child.pid, "origin": child.origin,
                                         "followed": follow})
             if not follow:
@@ -211,14 +212,9 @@ class Recording:
                           "yet: waiting")
         if new_image:
             children.append(recorder.pid)
-        if not children:
-            return False
-        try:
-            alive = [p.pid for p in self.device.enumerate_processes(pids=children)]
-        except FRIDA_ERRORS:
-            return False  # the device is gone: nothing more will be announced
+        alive = self._alive(children)
         if not alive:
-            return False  # they ended before Frida announced them
+            return False  # none asked, they ended before Frida announced them, or no device
         if time.monotonic() - self._unannounced_since[recorder] < ANNOUNCE_WAIT_S:
             return True
         if new_image and recorder.pid in alive:
@@ -231,6 +227,42 @@ class Recording:
                       "untraced")
         self._announced.update(alive)  # not waited for again
         return False
+
+    def _let_go_still_held(self, recorder: Recorder) -> None:
+        """Before ada detaches from a process it stopped that goes on: the children it had
+        forked that Frida still held then (its manifest lists them, not followed) are waited
+        for, as long as they live and at most ANNOUNCE_WAIT_S, and let go as Frida announces
+        them (held.py). Left held, Frida releases them as the parent's session closes, with
+        none open on them: the release that can hang a child at its fork."""
+        waiting = set(recorder.unannounced_children()) - self._announced
+        if not waiting:
+            return
+        self.info(f"pid {recorder.pid}: waiting for Frida to announce {len(waiting)} child(ren) "
+                  f"it held at their fork as the recording stopped "
+                  f"({', '.join(map(str, sorted(waiting)))}), to let them run untraced")
+        deadline = time.monotonic() + ANNOUNCE_WAIT_S
+        while True:
+            self._take_held([])  # the stop is set: each is let go, none followed
+            waiting -= self._announced
+            alive = self._alive(waiting)
+            if not alive:
+                return
+            if time.monotonic() >= deadline:
+                self.warn(f"child(ren) {', '.join(map(str, alive))} held at their fork were not "
+                          f"announced by Frida within {ANNOUNCE_WAIT_S:.0f} s of the stop: "
+                          "Frida lets them go as ada leaves")
+                return
+            self._wake.wait(0.1)
+            self._wake.clear()
+
+    def _alive(self, pids: set[int] | list[int]) -> list[int]:
+        """Those of `pids` that still run; none where the device is gone."""
+        if not pids:
+            return []
+        try:
+            return [p.pid for p in self.device.enumerate_processes(pids=list(pids))]
+        except FRIDA_ERRORS:
+            return []
 
     def _new_image_unannounced(self, recorder: Recorder) -> bool:
         """Whether `recorder`'s process exec'd while Frida held it at its exec, and Frida has
