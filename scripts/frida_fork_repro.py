@@ -5,7 +5,8 @@ _hold_children) is Frida's own.
     python scripts/frida_fork_repro.py [--runs 40] [--children 60]
                                        [--mode attach|script|empty|resume] [--hang-s 30]
                                        [--hold-s 0] [--post-ms 0] [--send-ms 0] [--timer-ms 0]
-                                       [--call-ms 0] [--fork-markers hooked|quiet]
+                                       [--send-kb 0] [--call-ms 0]
+                                       [--fork-markers hooked|quiet|got|gotraw]
 
 Each run spawns tests/targets/forks.c (built here with gcc) as `forks 500 CHILDREN serial`:
 it forks its children one after another and waits for each. Frida holds each child at its
@@ -41,6 +42,17 @@ with --fork-markers quiet (nothing sent from fork_begins() until fork() returns 
 parent), 0 of 300. With --call-ms 2 (the host calls the parent, as ada's drain pulls) and
 --fork-markers quiet (each answer held while in fork()), 9 of 300; with --fork-markers
 hooked, three tries hung (in runs 1, 1 and 3: the parent stopped by Frida's ptrace).
+From the import table (2026-11-30): --fork-markers got and gotraw route the target's own
+calls of fork() through a stub put in its GOT slot, which runs before Frida's listener on
+fork(), and no send begins while the process is inside fork() (ada's fork gate, forkGate in
+agent/ada_code.js, is gotraw). With --send-ms 10: got, 0 of 300 killed. With 256 KiB sent
+every 2 ms and the host posting every 100 ms (--send-ms 2 --send-kb 256 --post-ms 100):
+gotraw 0 of 600; got 2 of 600; neither (no quiet) hung in run 1. With --call-ms 2 and got
+(answers held while in fork()), hung in run 2: the host's calls still harm, so ada's rpc
+transport now pushes and the host calls only as the recording stops. (A first try of the
+stub called the address enumerateImports() gave, which under lazy binding is the PLT's
+resolver: it bound the slot back to fork() at the first call, and only the first fork of a
+run was quiet: 6 of 60 killed. The stub calls the C library's fork() itself now.)
 """
 
 from __future__ import annotations
@@ -86,10 +98,14 @@ PARENT_SCRIPT = ("Interceptor.attach(Process.getModuleByName('forks').getExportB
                  "{ onEnter() {} });"
                  "function onPost() { recv('post', onPost); } recv('post', onPost);"
                  "var inFork = false;"
+                 # where the parent is inside fork(), as far as the script knows; --send-ms
+                 # sends when beginSend() says it may, then calls endSend()
+                 "var forking = () => inFork;"
+                 "var beginSend = () => !forking(), endSend = () => {};"
                  # --call-ms: the host calls pull() as ada's rpc drain does; its answer waits
-                 # while the parent is in fork() (set only with --fork-markers quiet)
-                 "rpc.exports.pull = () => !inFork ? 'x'.repeat(4096) : new Promise(done => {"
-                 "  const t = setInterval(() => { if (!inFork) { clearInterval(t);"
+                 # while the parent is in fork() (set only with --fork-markers quiet or got)
+                 "rpc.exports.pull = () => !forking() ? 'x'.repeat(4096) : new Promise(done => {"
+                 "  const t = setInterval(() => { if (!forking()) { clearInterval(t);"
                  "    done('x'.repeat(4096)); } }, 1); });")
 
 
@@ -101,6 +117,99 @@ MARKERS_SCRIPT = (
     "{ onEnter() { inFork = quietFork; } });"
     "Interceptor.attach(Process.getModuleByName('forks').getExportByName('fork_ended'), "
     "{ onEnter() { inFork = false; } });")
+
+
+# --fork-markers got: the target's own calls of fork() go through a stub put in its GOT slot
+# (x86_64), which marks the process as forking (count at page+0) and waits until no send is
+# under way (page+4) before it calls fork(); a send begins only when no fork has (xchg, then
+# a read: Dekker's order, both full fences). Stub and page are raw mmap'd memory, never
+# unmapped: the child returns from fork() into the stub after Frida has disposed the
+# parent's script in it (a CModule's code would be gone). No listener is added to fork().
+GOT_SCRIPT = """
+(function () {
+  const imp = Process.getModuleByName('forks').enumerateImports()
+    .find(i => i.name === 'fork' && i.slot !== undefined);
+  const mmap = new NativeFunction(Module.findGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const code = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);
+  const before = new NativeCallback(() => { inFork = true; }, 'void', []);
+  const after = new NativeCallback(() => { inFork = false; }, 'void', []);
+  code.writeByteArray([
+    0x53,                                      /*  0 push rbx */
+    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,        /*  1 movabs rax, before */
+    0xff, 0xd0,                                /* 11 call rax */
+    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,        /* 13 movabs rax, fork */
+    0xff, 0xd0,                                /* 23 call rax */
+    0x89, 0xc3,                                /* 25 mov ebx, eax */
+    0x85, 0xc0,                                /* 27 test eax, eax */
+    0x74, 0x0c,                                /* 29 je 43 (the child) */
+    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,        /* 31 movabs rax, after */
+    0xff, 0xd0,                                /* 41 call rax */
+    0x89, 0xd8,                                /* 43 mov eax, ebx */
+    0x5b,                                      /* 45 pop rbx */
+    0xc3,                                      /* 46 ret */
+  ]);
+  code.add(3).writePointer(before);
+  code.add(15).writePointer(Module.getGlobalExportByName('fork'));
+  code.add(33).writePointer(after);
+  Memory.protect(code, Process.pageSize, 'r-x');
+  Memory.protect(imp.slot.and(ptr(Process.pageSize - 1).not()), Process.pageSize, 'rw-');
+  imp.slot.writePointer(code);
+  globalThis.gotKeep = [before, after];
+})();
+"""
+
+
+# --fork-markers gotraw: the same gate without JavaScript on the program's thread: the stub
+# counts the process as forking (page+0) and waits while a send is under way (page+4); a
+# send begins only where no fork has (xchg, then a read: Dekker's order, both full fences).
+GOT_RAW_SCRIPT = """
+(function () {
+  const imp = Process.getModuleByName('forks').enumerateImports()
+    .find(i => i.name === 'fork' && i.slot !== undefined);
+  const mmap = new NativeFunction(Module.findGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const page = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);
+  const code = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);
+  code.writeByteArray([
+    0x53,                                      /*  0 push rbx */
+    0x48, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0,        /*  1 movabs rbx, page */
+    0xf0, 0xff, 0x03,                          /* 11 lock inc dword [rbx] */
+    0x8b, 0x43, 0x04,                          /* 14 mov eax, [rbx + 4] */
+    0x85, 0xc0,                                /* 17 test eax, eax */
+    0x74, 0x04,                                /* 19 je 25 */
+    0xf3, 0x90,                                /* 21 pause */
+    0xeb, 0xf5,                                /* 23 jmp 14 */
+    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,        /* 25 movabs rax, fork */
+    0xff, 0xd0,                                /* 35 call rax */
+    0xf0, 0xff, 0x0b,                          /* 37 lock dec dword [rbx] */
+    0x5b,                                      /* 40 pop rbx */
+    0xc3,                                      /* 41 ret */
+    0x90, 0x90, 0x90, 0x90, 0x90, 0x90,        /* 42 */
+    0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0,        /* 48 movabs rdx, page (beginSend) */
+    0xb8, 0x01, 0x00, 0x00, 0x00,              /* 58 mov eax, 1 */
+    0x87, 0x42, 0x04,                          /* 63 xchg [rdx + 4], eax */
+    0x8b, 0x02,                                /* 66 mov eax, [rdx] */
+    0x85, 0xc0,                                /* 68 test eax, eax */
+    0x75, 0x03,                                /* 70 jne 75 */
+    0xb0, 0x01,                                /* 72 mov al, 1 */
+    0xc3,                                      /* 74 ret */
+    0xc7, 0x42, 0x04, 0, 0, 0, 0,              /* 75 mov dword [rdx + 4], 0 */
+    0x31, 0xc0,                                /* 82 xor eax, eax */
+    0xc3,                                      /* 84 ret */
+  ]);
+  code.add(3).writePointer(page);
+  code.add(27).writePointer(Module.getGlobalExportByName('fork'));
+  code.add(50).writePointer(page);
+  Memory.protect(code, Process.pageSize, 'r-x');
+  Memory.protect(imp.slot.and(ptr(Process.pageSize - 1).not()), Process.pageSize, 'rw-');
+  imp.slot.writePointer(code);
+  const begin = new NativeFunction(code.add(48), 'int', [], { scheduling: 'exclusive' });
+  forking = () => page.readU32() !== 0;
+  beginSend = () => begin() !== 0;
+  endSend = () => page.add(4).writeU32(0);
+})();
+"""
 
 
 def every(ms: float, done: threading.Event, action) -> None:
@@ -137,9 +246,12 @@ def one_run(device: frida.core.Device, exe: str, o: argparse.Namespace) -> tuple
     script = session.create_script(
         PARENT_SCRIPT + (f"setInterval(() => {{}}, {o.timer_ms});" if o.timer_ms else "")
         + (MARKERS_SCRIPT % ("true" if o.fork_markers == "quiet" else "false")
-           if o.fork_markers else "")
-        + (f"setInterval(() => {{ if (!inFork) send('x'); }}, {o.send_ms});"
-           if o.send_ms else ""))
+           if o.fork_markers in ("hooked", "quiet") else "")
+        + (GOT_SCRIPT if o.fork_markers == "got" else "")
+        + (GOT_RAW_SCRIPT if o.fork_markers == "gotraw" else "")
+        + (f"const payload = {o.send_kb} ? new ArrayBuffer({o.send_kb} * 1024) : null;"
+           f"setInterval(() => {{ if (beginSend()) {{ send('x', payload); endSend(); }} }}, "
+           f"{o.send_ms});" if o.send_ms else ""))
     script.load()
     if o.post_ms:
         every(o.post_ms, done, lambda: script.post({"type": "post"}))
@@ -206,17 +318,21 @@ def main() -> int:
     parser.add_argument("--send-ms", type=float, default=0.0,
                         help="the parent's script sends the host a message this often "
                              "(default: never), as ada's agent answers pulls and wakes the host")
+    parser.add_argument("--send-kb", type=int, default=0,
+                        help="with --send-ms, each message carries this many KiB of data "
+                             "(default: none), as a push of ring bytes would")
     parser.add_argument("--call-ms", type=float, default=0.0,
                         help="call the parent's script (an rpc export answering 4 KiB) this "
                              "often (default: never), as ada's rpc drain pulls")
-    parser.add_argument("--fork-markers", choices=("hooked", "quiet"),
+    parser.add_argument("--fork-markers", choices=("hooked", "quiet", "got", "gotraw"),
                         help="build the target with -DFORK_MARKERS and hook its markers around "
                              "each fork(); with 'quiet', --send-ms sends nothing and --call-ms's "
                              "answers wait from just before a fork() until it returns in the "
-                             "parent")
+                             "parent; 'got': the same quiet, from a stub in the target's GOT "
+                             "slot of fork() (x86_64; no markers, no hook on fork())")
     args = parser.parse_args()
     exe = Path(tempfile.mkdtemp(prefix="ada-fork-repro-")) / "forks"
-    markers = ["-DFORK_MARKERS"] if args.fork_markers else []
+    markers = ["-DFORK_MARKERS"] if args.fork_markers in ("hooked", "quiet") else []
     subprocess.run(["gcc", "-O1", "-g", "-rdynamic", *markers, "-o", str(exe),
                     str(ROOT / "tests" / "targets" / "forks.c")], check=True)
     device = frida.get_local_device()
