@@ -44,9 +44,9 @@ class AdaAgent {
     this.triggerCount = 0;
     this.hooked = false;
     this.config = null;
-    this.stage = null;       /* RPC transport: staging buffer for pull() */
+    this.stage = null;       /* RPC transport: staging buffer for _collect() */
     this.clockTimer = null;  /* refreshes the clock pair while timestamps are raw ticks */
-    this.tails = [];         /* RPC transport: [index, detail] cursor the host has consumed */
+    this.tails = [];         /* RPC transport: [index, detail] cursor sent to the host */
     this.crashed = false;    /* a fatal signal's handover is done */
     this.handedOver = false; /* the rings went to ada as the process ends */
     this.stoppedByHost = false;
@@ -57,7 +57,8 @@ class AdaAgent {
     this.hold = null;        /* the program's threads held while code is written (ThreadHold) */
     this.threads = null;     /* the hot path's ThreadState array */
     this.forks = null;       /* where Frida holds children: their count (forkCounter) */
-    this.napWatch = null;    /* rpc: the timer that wakes a napping host (_watchWhileHostNaps) */
+    this.push = null;        /* rpc: the pusher's state (startPushing) */
+    this.forkGate = null;    /* rpc, where Frida holds children: no push inside fork() (forkGate) */
   }
 
   /*
@@ -93,7 +94,7 @@ class AdaAgent {
   /* binary: the hot path the host built from config.source (tracer/record/hot_path_build.py), or null */
   init(config, binary) {
     const { plat, state, symbols, defines } = this._plan(config);
-    /* u64 values arrive as decimal strings; the offsets used in pull() fit a double. */
+    /* u64 values arrive as decimal strings; the offsets used in _collect() fit a double. */
     this.config = Object.assign({}, config, {
       indexRingsOffset: Number(config.indexRingsOffset),
       detailRingsOffset: Number(config.detailRingsOffset),
@@ -168,7 +169,8 @@ rpc.exports = {
   watchForksAndExec: () => agent.watchForksAndExec(),
   noteChildren: () => agent.noteChildren(),
   watchSpawn: () => agent.watchSpawn(),
-  pull: (tails, budget, freed) => agent.pull(tails, budget, freed),
+  startPushing: (budget, window, inFlight) => agent.startPushing(budget, window, inFlight),
+  pull: (budget, freed) => agent.pull(budget, freed),
   stop: () => agent.stopByHost(),
   releaseWaiters: () => agent.releaseWaiters(),
   clockAnchor: () => agent.clockAnchor(),

@@ -672,3 +672,184 @@ const FORK_COUNT_ARM64 = [
   0x35ffffab,   /* 10 cbnz w11, 7 */
   0xd65f03c0,   /* 11 ret */
 ];
+
+/*
+ * The fork gate, for the rpc transport where Frida holds children at their fork: nothing of
+ * ada's crosses Frida's channel while the process is inside fork(). A message crossing the
+ * parent's channel as it forks lets Frida kill the child now and then, or stop the parent for
+ * good (Frida 17: the window opens in Frida's own listener on fork(), before any atfork
+ * handler; docs/recording.md, "Children and exec"). ada cannot add a listener of its own on
+ * fork() (a second one breaks Frida's holding), so the program's own calls of fork() are
+ * routed through a stub put in the slots of their import tables (GOT): it counts the process
+ * as forking and waits while a send is under way, then calls fork(), then counts it out. A
+ * send begins only where no fork has (begin(): Dekker's order, a full fence on each side),
+ * and end() says it is over. Stub and counts are raw mmap'd pages, never unmapped: a thread
+ * may be inside fork() as ada leaves, and a child returns from fork() into the stub after
+ * Frida has disposed of the parent's script in it. Shown with Frida alone
+ * (scripts/frida_fork_repro.py --fork-markers gotraw). Not gated: fork() called through
+ * no import slot (static binaries, syscall()), or bound to another fork than the C
+ * library's. null on CPUs other than x86_64 and arm64.
+ */
+function forkGate() {
+  const fork = Module.findGlobalExportByName('fork');
+  if (fork === null || (Process.arch !== 'x64' && Process.arch !== 'arm64'))
+    return null;
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64'], { scheduling: 'exclusive' });
+  const size = Process.pageSize;
+  const data = mmap(NULL, 2 * size, 3, 0x22, -1, 0);  /* +0 forking, +4 sending; MAP_PRIVATE */
+  if (data.equals(ptr(-1)))
+    return null;
+  const code = data.add(size);
+  let stub, begin;
+  if (Process.arch === 'x64') {
+    stub = code;
+    code.writeByteArray(FORK_GATE_X64);
+    code.add(3).writePointer(data);
+    code.add(27).writePointer(fork);
+    code.add(50).writePointer(data);
+    begin = code.add(48);
+  } else {
+    stub = code;
+    FORK_GATE_ARM64.forEach((word, i) => code.add(4 * i).writeU32(word));
+    code.add(88).writePointer(data);
+    code.add(96).writePointer(fork);
+    begin = code.add(128);
+    FORK_BEGIN_ARM64.forEach((word, i) => begin.add(4 * i).writeU32(word));
+    begin.add(48).writePointer(data);
+  }
+  if (!Memory.protect(code, size, 'r-x'))
+    return null;
+  const beginFn = new NativeFunction(begin, 'uint32', [], { scheduling: 'exclusive' });
+  const slots = [];  /* {slot, original}: what was there before the stub */
+  const gate = {
+    begin: () => beginFn() !== 0,
+    end: () => data.add(4).writeU32(0),
+    /* Route `module`'s imports of fork() through the stub (also as modules load). */
+    patch(module) {
+      let imports;
+      try {
+        imports = module.enumerateImports();
+      } catch (e) {
+        return;
+      }
+      for (const imp of imports) {
+        if (imp.name !== 'fork' || imp.slot === undefined || imp.slot === null)
+          continue;
+        const original = imp.slot.readPointer();
+        /* Bound to the C library's fork, or not yet (lazy binding: into the module's PLT) */
+        const inModule = original.compare(module.base) >= 0 &&
+          original.compare(module.base.add(module.size)) < 0;
+        if (original.equals(stub) || !(original.equals(fork) || inModule))
+          continue;
+        if (writeSlot(imp.slot, stub))
+          slots.push({ slot: imp.slot, original });
+      }
+    },
+    /* Put every slot back (the stub stays: a thread may be in it). */
+    stop() {
+      for (const { slot, original } of slots.splice(0)) {
+        try {
+          if (slot.readPointer().equals(stub))
+            writeSlot(slot, original);
+        } catch (e) {
+          /* its module is gone */
+        }
+      }
+    },
+    patched: () => slots.length,
+  };
+  for (const module of Process.enumerateModules())
+    gate.patch(module);
+  return gate;
+}
+
+/* Write a pointer into an import slot, which may be read-only (RELRO): made writable for
+ * the one aligned store, then given its protection back. */
+function writeSlot(slot, value) {
+  const range = Process.findRangeByAddress(slot);
+  if (range === null)
+    return false;
+  const page = slot.and(ptr(Process.pageSize - 1).not());
+  const writable = range.protection.charAt(1) === 'w';
+  if (!writable && !Memory.protect(page, Process.pageSize, 'rw-'))
+    return false;
+  slot.writePointer(value);
+  if (!writable)
+    Memory.protect(page, Process.pageSize, range.protection);
+  return true;
+}
+
+/* The fork gate's stub on x86_64 (see forkGate): the page at 3 and 50, fork() at 27;
+ * begin() at 48. rbx (saved) keeps the page across fork(); eax, fork()'s result, is kept. */
+const FORK_GATE_X64 = [
+  0x53,                                /*  0 push rbx (and the stack aligned for the call) */
+  0x48, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0,  /*  1 movabs rbx, page */
+  0xf0, 0xff, 0x03,                    /* 11 lock inc dword [rbx] (forking) */
+  0x8b, 0x43, 0x04,                    /* 14 mov eax, [rbx + 4] (sending) */
+  0x85, 0xc0,                          /* 17 test eax, eax */
+  0x74, 0x04,                          /* 19 je 25 */
+  0xf3, 0x90,                          /* 21 pause */
+  0xeb, 0xf5,                          /* 23 jmp 14 */
+  0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,  /* 25 movabs rax, fork */
+  0xff, 0xd0,                          /* 35 call rax */
+  0xf0, 0xff, 0x0b,                    /* 37 lock dec dword [rbx] */
+  0x5b,                                /* 40 pop rbx */
+  0xc3,                                /* 41 ret */
+  0x90, 0x90, 0x90, 0x90, 0x90, 0x90,  /* 42 */
+  0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0,  /* 48 movabs rdx, page (begin) */
+  0xb8, 0x01, 0x00, 0x00, 0x00,        /* 58 mov eax, 1 */
+  0x87, 0x42, 0x04,                    /* 63 xchg [rdx + 4], eax (sending; a full fence) */
+  0x8b, 0x02,                          /* 66 mov eax, [rdx] (forking) */
+  0x85, 0xc0,                          /* 68 test eax, eax */
+  0x75, 0x03,                          /* 70 jne 75 */
+  0xb0, 0x01,                          /* 72 mov al, 1: may send */
+  0xc3,                                /* 74 ret */
+  0xc7, 0x42, 0x04, 0, 0, 0, 0,        /* 75 mov dword [rdx + 4], 0 */
+  0x31, 0xc0,                          /* 82 xor eax, eax: may not */
+  0xc3,                                /* 84 ret */
+];
+
+/* The same stub on arm64, the page at 88 and fork() at 96; x19 (saved) keeps the page
+ * across fork(), x0 is fork()'s result; the count by exclusive load and store (no LSE on
+ * v8.0), then a full fence before sending is read. */
+const FORK_GATE_ARM64 = [
+  0xa9be7bfd,   /*  0 stp x29, x30, [sp, #-32]! */
+  0x910003fd,   /*  1 mov x29, sp */
+  0xf9000bf3,   /*  2 str x19, [sp, #16] */
+  0x58000273,   /*  3 ldr x19, 88 (the page) */
+  0x885ffe69,   /*  4 ldaxr w9, [x19] */
+  0x11000529,   /*  5 add w9, w9, #1 */
+  0x880afe69,   /*  6 stlxr w10, w9, [x19] */
+  0x35ffffaa,   /*  7 cbnz w10, 4 */
+  0xd5033bbf,   /*  8 dmb ish */
+  0xb9400669,   /*  9 ldr w9, [x19, #4] (sending) */
+  0x34000069,   /* 10 cbz w9, 13 */
+  0xd503203f,   /* 11 yield */
+  0x17fffffd,   /* 12 b 9 */
+  0x58000170,   /* 13 ldr x16, 96 (fork) */
+  0xd63f0200,   /* 14 blr x16 */
+  0x885ffe69,   /* 15 ldaxr w9, [x19] */
+  0x51000529,   /* 16 sub w9, w9, #1 */
+  0x880afe69,   /* 17 stlxr w10, w9, [x19] */
+  0x35ffffaa,   /* 18 cbnz w10, 15 */
+  0xf9400bf3,   /* 19 ldr x19, [sp, #16] */
+  0xa8c27bfd,   /* 20 ldp x29, x30, [sp], #32 */
+  0xd65f03c0,   /* 21 ret */
+];
+
+/* begin() on arm64, at 128 of the code page, the page at 48 from it. */
+const FORK_BEGIN_ARM64 = [
+  0x58000181,   /*  0 ldr x1, 48 (the page) */
+  0x52800022,   /*  1 mov w2, #1 */
+  0xb9000422,   /*  2 str w2, [x1, #4] (sending) */
+  0xd5033bbf,   /*  3 dmb ish */
+  0xb9400023,   /*  4 ldr w3, [x1] (forking) */
+  0x35000063,   /*  5 cbnz w3, 8 */
+  0x52800020,   /*  6 mov w0, #1: may send */
+  0xd65f03c0,   /*  7 ret */
+  0xb900043f,   /*  8 str wzr, [x1, #4] */
+  0x52800000,   /*  9 mov w0, #0: may not */
+  0xd65f03c0,   /* 10 ret */
+  0xd503201f,   /* 11 nop */
+];

@@ -105,7 +105,7 @@ const AgentEnding = {
     send({ type: MESSAGES.final, reason, crash, heads, exitStatus: this.exitStatus,
            children: this._newChildren(), forks: this._forkCount(),
            unrecordedThreads: this._unrecordedThreads() },
-         rpcData ? this.pull([], this._pendingBytes(), []) : null);
+         rpcData ? this._collect(this._pendingBytes()) : null);
   },
 
   /*
@@ -137,6 +137,9 @@ const AgentEnding = {
   noteChildren() {
     this.childrenBefore = this._children();
     this.forks = forkCounter();
+    if (this.regionKind === 'rpc')
+      this.forkGate = forkGate();
+    return { forkGate: this.forkGate !== null ? this.forkGate.patched() : null };
   },
 
   /* How many children this process has forked since noteChildren, where that can be
@@ -287,7 +290,9 @@ const AgentEnding = {
   },
 
   stop() {
-    this._stopWatching();
+    this._stopPushing();
+    if (this.forkGate !== null)
+      this.forkGate.stop();
     if (this.clockTimer !== null) {
       clearInterval(this.clockTimer);
       this.clockTimer = null;

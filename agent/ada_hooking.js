@@ -465,6 +465,8 @@ const AgentHooking = {
 
   /* A module loaded (or, before hook(), one the initial pass may not have seen). */
   _moduleAdded(module) {
+    if (this.forkGate !== null)
+      this.forkGate.patch(module);  /* its calls of fork() too (forkGate, ada_code.js) */
     const key = `${module.path}@${module.base}`;
     if (this.seen.has(key))
       return;

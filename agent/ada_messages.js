@@ -16,11 +16,13 @@
  *                        transport, the ring bytes not pulled yet
  *   ada:exit-status      exit()'s status, when exit() comes after the handover
  *                        (ada_ending.js): {status}
- *   ada:wake             with the rpc transport, while the host naps after a pull that found
- *                        nothing: there is something to pull again (ada_transport.js): {}
+ *   ada:data             with the rpc transport, new ring bytes (ada_transport.js,
+ *                        startPushing): {}, and as data the buffer (_collect)
  * Received by the agent, with recv:
  *   ada:ack              the host has taken the handover (ada_ending.js)
- *   ada:beat             the host is alive, with the rpc transport (ada_transport.js)
+ *   ada:beat             the host is alive, with the rpc transport (ada_transport.js):
+ *                        {received, pushes (bytes and count of ada:data taken),
+ *                         freed (slots it drained)}
  */
 
 const MESSAGES = Object.freeze({
@@ -28,7 +30,7 @@ const MESSAGES = Object.freeze({
   moduleUnloaded: 'ada:module-unloaded',
   final: 'ada:final',
   exitStatus: 'ada:exit-status',
-  wake: 'ada:wake',
+  data: 'ada:data',
   ack: 'ada:ack',
   beat: 'ada:beat',
 });

@@ -3,17 +3,17 @@
  * ada agent, the transport (AgentTransport, methods of AdaAgent): the ring region and how
  * its bytes reach the host. The region is shared memory the host maps too (the shm
  * transport: a memfd made here, which the host opens through /proc/PID/fd, else the /dev/shm
- * file the host made) or private pages the host pulls from (the rpc transport: pull() copies what
- * is new into one buffer, and does the host's consumer side here: the tails it consumed,
- * the slots it freed, its heartbeat). The header fields the host chose are written here
- * before ada_init completes the header.
+ * file the host made) or private pages whose new bytes the agent pushes to the host (the rpc
+ * transport: _collect() copies what is new into one buffer and moves the tails past it; the
+ * host's beats bring the slots it freed and what it received). The header fields the host
+ * chose are written here before ada_init completes the header.
  */
 
 const O_RDWR = 2;
 const O_CLOEXEC = Process.platform === 'darwin' ? 0x1000000 : 0x80000;
 const MAP_SHARED = 1;
 
-const NAP_WATCH_MS = 10;  /* how often a napping host's rings are looked at (_watchWhileHostNaps) */
+const PUSH_IDLE_MS = 10;  /* how often rings with nothing new are looked at (startPushing) */
 
 const MFD_CLOEXEC = 1;
 const SYS_MEMFD_CREATE = { x64: 319, arm64: 279 };
@@ -138,29 +138,19 @@ const AgentTransport = {
   },
 
   /*
-   * RPC transport: the host's consumer side, done here on its behalf. Records
-   * the tails the host has consumed (that is the back-pressure producers wait
-   * on), then returns one buffer: a prefix, the header page, the control block
-   * of every registered slot, a segment table and the new ring bytes. A slot's
-   * head in the copy is cut back to what the buffer holds, so the host's view
-   * is always whole events and whole detail records.
+   * RPC transport: the ring bytes not sent yet, as one buffer (at most `budget` ring bytes):
+   * a prefix, the header page, the control block of every registered slot, a segment table
+   * and the new ring bytes. A slot's head in the copy is cut back to what the buffer holds,
+   * so the host's view is always whole events and whole detail records. What the buffer
+   * holds counts as consumed from then on: the slot's tails move past it (the room the
+   * producers wait for), and the host gets its bytes in the order they were sent.
    */
-  pull(tails, budget, freed) {
+  _collect(budget) {
     const c = this.config;
     const L = this.layout;
     const P = c.pull;  /* the buffer's format, as the host reads it (tracer/record/transport.py) */
     const r = this.region;
     const eventBytes = L['sizeof.event'];
-    for (let i = 0; i < tails.length; i += 3) {
-      const slot = tails[i];
-      const ctl = this._slot(r, slot);
-      ctl.add(L['slot.tail']).writeU64(uint64(tails[i + 1]));
-      ctl.add(L['slot.detail_tail']).writeU64(uint64(tails[i + 2]));
-      this.tails[slot] = [tails[i + 1], tails[i + 2]];
-    }
-    for (const slot of freed || [])
-      this._free(slot);
-    this.heartbeat();
     const registered = this._registered();
     const controls = L['region.slots_offset'] + registered * L['sizeof.slot'];
     const fixed = P.prefixBytes + controls;
@@ -202,7 +192,7 @@ const AgentTransport = {
        * event sent then has its detail record (written first) available too. */
       const head = ctl.add(L['slot.head']).readU64().toNumber();
       const dhead = c.detailCapacity > 0 ? ctl.add(L['slot.detail_head']).readU64().toNumber() : 0;
-      /* A slot's detail is sent whole (whole records) or waits for the next pull. */
+      /* A slot's detail is sent whole (whole records) or waits for the next buffer. */
       let detailSent = 0;
       if (dhead > dtail && dhead - dtail <= left) {
         addSegment(slot, 1, dtail, dhead - dtail, r.add(c.detailRingsOffset + slot * c.detailCapacity),
@@ -219,16 +209,28 @@ const AgentTransport = {
       /* The host frees an ended slot once it has drained it: only when all of it is sent. */
       if (state === L['const.slot_ended'] && (tail + events < head || detailSent < dhead - dtail))
         copy.add(L['slot.state']).writeU32(L['const.slot_active']);
+      if (events > 0 || detailSent > 0) {
+        this.tails[slot] = [tail + events, dtail + detailSent];
+        ctl.add(L['slot.tail']).writeU64(uint64(tail + events));
+        ctl.add(L['slot.detail_tail']).writeU64(uint64(dtail + detailSent));
+      }
     }
-    if (segments === 0)
-      this._watchWhileHostNaps();
-    else
-      this._stopWatching();
     st.add(P.prefix.magic).writeU32(P.magic);
     st.add(P.prefix.segments).writeU32(segments);
     st.add(P.prefix.registered).writeU32(registered);
     st.add(P.prefix.capacity).writeU32(maxSegments);
     return ArrayBuffer.wrap(st, data);
+  },
+
+  /*
+   * RPC transport: the host asks for what is left as the recording stops (the pushes have
+   * ended then: stop()), freeing first the slots it has drained since its last beat.
+   */
+  pull(budget, freed) {
+    for (const slot of freed || [])
+      this._free(slot);
+    this.heartbeat();
+    return this._collect(budget);
   },
 
   /* RPC transport: the host has drained an ended thread's slot; a new thread may claim it
@@ -247,15 +249,93 @@ const AgentTransport = {
   },
 
   /*
+   * RPC transport: the agent pushes the ring bytes to the host (ada:data), and the host
+   * never calls in while the program runs: a call or a message crossing the channel as the
+   * process forks lets Frida kill the child or stop the parent for good (docs/recording.md,
+   * "Children and exec"; the host's pulls every 2 ms lost 9 children of 300 even with their
+   * answers held while in fork()). Pushes go from a timer here: at once again after one that
+   * carried something, else every PUSH_IDLE_MS while nothing is new (in C: ada_rings_to_pull).
+   * Where Frida holds children none begins while the program is inside fork() (forkGate,
+   * ada_code.js). At most `window` bytes and `inFlight` pushes are on their way: the host's
+   * beats say what it has received (a slow link holds the rest back in the rings, where the
+   * producers wait).
+   */
+  startPushing(budget, window, inFlight) {
+    this.push = { budget, window, inFlight, sent: 0, acked: 0, pushes: 0, ackedPushes: 0,
+                  ended: -1, timer: null };
+    this._pushAfter(0);
+  },
+
+  _pushAfter(ms) {
+    this.push.timer = setTimeout(() => {
+      if (this.push === null)
+        return;
+      this.push.timer = null;
+      if (this.handedOver || this._forked())  /* a forked child's copy: the parent pushes */
+        return;
+      this._pushAfter(this._pushOnce() ? 0 : PUSH_IDLE_MS);
+    }, ms);
+  },
+
+  _pushOnce() {
+    const p = this.push;
+    if (this._windowFull())
+      return false;
+    if (this.toPullFn === undefined)
+      this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', []);
+    const now = this.toPullFn();
+    const ended = now & 0x7fffffff;
+    if (now >>> 31 === 0 && ended === p.ended)
+      return false;
+    const gate = this.forkGate;
+    if (gate !== null && !gate.begin())
+      return false;  /* the program is inside fork() */
+    try {
+      p.ended = ended;
+      const data = this._collect(p.budget);
+      p.sent += data.byteLength;
+      p.pushes++;
+      send({ type: MESSAGES.data }, data);
+    } finally {
+      if (gate !== null)
+        gate.end();
+    }
+    return true;
+  },
+
+  _windowFull() {
+    const p = this.push;
+    return p.sent - p.acked >= p.window || p.pushes - p.ackedPushes >= p.inFlight;
+  },
+
+  _stopPushing() {
+    if (this.push !== null && this.push.timer !== null)
+      clearTimeout(this.push.timer);
+    this.push = null;
+  },
+
+  /*
    * Over rpc the host beats by message (ada:beat, every 100 ms from a thread of its own,
-   * except while its drain naps on nothing) besides each pull: on a slow link (a portal to
-   * the emulated arm64 machine, 1 MB/s) one pull's reply took longer than rpc_stall_s, and
-   * threads waiting for room dropped events with the host alive. Beats travel the other way than the ring bytes, so they are not
-   * queued behind them.
+   * except while its drain naps on nothing): on a slow link (a portal to the emulated arm64
+   * machine, 1 MB/s) one buffer took longer than rpc_stall_s to arrive, and threads waiting
+   * for room dropped events with the host alive. Beats travel the other way than the ring
+   * bytes, so they are not queued behind them. A beat carries the bytes and the count of
+   * the pushes the host has received (the window) and the slots it has freed.
    */
   _listenForBeats() {
-    const onBeat = () => {
+    const onBeat = message => {
       this.heartbeat();
+      const freed = message.freed || [];
+      for (const slot of freed)
+        this._free(slot);
+      if (this.push !== null) {
+        if (message.received !== undefined)
+          this.push.acked = message.received;
+        if (message.pushes !== undefined)
+          this.push.ackedPushes = message.pushes;
+        if (freed.length > 0)
+          this.push.ended = -1;  /* a slot that ends again is news */
+      }
       recv(MESSAGES.beat, onBeat);
     };
     recv(MESSAGES.beat, onBeat);
@@ -265,42 +345,6 @@ const AgentTransport = {
     if (this.heartbeatFn === undefined)
       this.heartbeatFn = new NativeFunction(this.cm.ada_heartbeat, 'void', []);
     this.heartbeatFn();
-  },
-
-  /*
-   * RPC transport: after a pull that found nothing, the host naps longer and longer (up to
-   * nap.py's LONGEST_RPC_S), and here a timer tells it by message (ada:wake) when there is
-   * something to pull again: ring bytes, or a thread that ended (its slot to free). Before,
-   * the host pulled every 25 ms to see, and each pull is a call into this process over
-   * Frida's channel: with children followed, Frida left a few forked children in 60
-   * unannounced at that pace, and fewer the rarer the calls (docs/recording.md, "Children and
-   * exec"). A timer here costs no call across. One wake a pull: a thread that ended and is
-   * not freed yet does not wake the host again and again.
-   */
-  _watchWhileHostNaps() {
-    if (this.napWatch !== null)
-      return;
-    if (this.toPullFn === undefined)
-      this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', []);
-    const ended = this.toPullFn() & 0x7fffffff;
-    this.napWatch = setInterval(() => {
-      if (this._forked()) {  /* a forked child's copy: the host pulls from the parent */
-        this._stopWatching();
-        return;
-      }
-      const now = this.toPullFn();
-      if (now >>> 31 !== 0 || (now & 0x7fffffff) > ended) {
-        this._stopWatching();
-        send({ type: MESSAGES.wake });
-      }
-    }, NAP_WATCH_MS);
-  },
-
-  _stopWatching() {
-    if (this.napWatch !== null) {
-      clearInterval(this.napWatch);
-      this.napWatch = null;
-    }
   },
 
   /* Ring bytes produced but not yet consumed by the host, over all slots. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/children_stress.sh [follow|let-go|crashes] [RUNS] [CHILDREN] [-- extra ada trace arguments]
+# scripts/children_stress.sh [follow|busy|let-go|crashes] [RUNS] [CHILDREN] [-- extra ada trace arguments]
 #
 # ADA: the ada to run (default: this checkout's .venv/bin/ada; `ada` in the arm64 guest).
 #
@@ -11,6 +11,8 @@
 #           (its files, and its recording: nothing lost, no child Frida never announced)
 #   let-go  every child held and let go (ADA_TEST_NO_WIPEONFORK=1 --no-follow-children), as
 #           where the hot path cannot tell a child from its parent (macOS, old Linux)
+#   busy    as follow, the parent recording as it forks (`forks 500 CHILDREN busy`: its 500
+#           calls before each fork), the case the rpc transport lost children in
 #   crashes children not followed, each dying of SIGSEGV (`forks 500 CHILDREN crashes`), with
 #           --transport rpc (the agent answers ada all the time); a run passes when every
 #           child died of its signal ("crashed N of N") and the parent is `clean`
@@ -33,9 +35,10 @@ ADA=${ADA:-$REPO/.venv/bin/ada}
 TARGET=serial
 case $MODE in
     follow) ENVS=(); FLAGS=() ;;
+    busy) ENVS=(); FLAGS=(); TARGET=busy ;;
     let-go) ENVS=(ADA_TEST_NO_WIPEONFORK=1); FLAGS=(--no-follow-children) ;;
     crashes) ENVS=(); FLAGS=(--no-follow-children --transport rpc); TARGET=crashes ;;
-    *) echo "children_stress: mode is follow, let-go or crashes, not '$MODE'" >&2; exit 2 ;;
+    *) echo "children_stress: mode is follow, busy, let-go or crashes, not '$MODE'" >&2; exit 2 ;;
 esac
 ADA=$(command -v "$ADA") || { echo "children_stress: no ada (bash scripts/venv.sh first, or ADA=path)" >&2; exit 2; }
 
@@ -77,12 +80,13 @@ import json, sys
 doc = json.load(sys.stdin)
 listing = doc.get("processes") or [{"clean": (doc.get("ended") or {}).get("clean"), "state": doc.get("state")}]
 print(sum(1 for p in listing if p.get("clean") and p.get("state") == "clean"))' 2>/dev/null || echo 0)
-    want=$([ "$MODE" = follow ] && echo $((CHILDREN + 1)) || echo 1)
+    want=$([ "$MODE" = follow ] || [ "$MODE" = busy ] && echo $((CHILDREN + 1)) || echo 1)
     crashed=yes
     [ "$MODE" = crashes ] && ! grep -q "^crashed $CHILDREN of $CHILDREN\$" "$WORK/log" && crashed=no
     if [ "$rc" -ne 0 ] || [ "$clean" -ne "$want" ] || [ "$crashed" = no ]; then
         lost=$((lost + 1))
-        echo "run $run: FAILED (exit $rc, $clean clean processes), in $took s"
+        echo "run $run: FAILED (exit $rc, $clean clean processes), in $took s;" \
+             "$(grep -oE '^killed [0-9]+ of [0-9]+' "$WORK/log" || echo 'no child killed')"
         { grep -E "warning|error" "$WORK/log" || tail -3 "$WORK/log"; } | tail -3 | sed 's/^/  /'
     else
         echo "run $run: $clean clean process(es) in $took s"

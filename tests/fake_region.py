@@ -171,16 +171,17 @@ class FakeAgent:
 
     # --- the RPC transport ---------------------------------------------------------------
 
-    def pull(self, tails: list[int], budget: int, freed: list[int] = ()) -> bytes:
-        """The `pull` RPC of agent/ada_transport.js, same arguments and bytes: take the tails the
-        host consumed (slot, index tail, detail tail, ...) and the slots it freed, then return
-        everything produced past the tails, detail whole or not at all, index events as far as
-        the budget reaches."""
-        for i in range(0, len(tails), 3):
-            self.set_slot(tails[i], "tail", tails[i + 1])
-            self.set_slot(tails[i], "detail_tail", tails[i + 2])
+    def pull(self, budget: int, freed: list[int] = ()) -> bytes:
+        """The `pull` RPC of agent/ada_transport.js (the host's, as the recording stops): free
+        the slots the host freed, then what collect() gives."""
         for slot in freed:
             self.reader.free_slot(slot)
+        return self.collect(budget)
+
+    def collect(self, budget: int) -> bytes:
+        """_collect() of agent/ada_transport.js, the same bytes (what each push carries):
+        everything produced past the tails, detail whole or not at all, index events as far
+        as the budget reaches; the tails move past what it holds."""
         registered = self.reader.registered
         controls = R.SLOTS_OFFSET + registered * R.SLOT_SIZE
         copy = self.buf[:controls].copy()
@@ -214,6 +215,9 @@ class FakeAgent:
             copy[ctl + R.SLOT_CONTROL.fields["head"][1]:][:8].view("<u8")[0] = tail + events
             if state == R.SLOT_ENDED and (tail + events < self.heads[slot] or sent < dhead - dtail):
                 copy[ctl:ctl + 4].view("<u4")[0] = R.SLOT_ACTIVE  # not all sent: not freeable
+            if events or sent:
+                self.set_slot(slot, "tail", tail + events)
+                self.set_slot(slot, "detail_tail", dtail + sent)
         prefix = np.zeros(1, dtype=PULL_PREFIX)
         prefix["magic"], prefix["segments"] = PULL_MAGIC, len(segments)
         prefix["registered"], prefix["capacity"] = registered, 2 * registered

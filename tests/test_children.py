@@ -352,6 +352,32 @@ def test_followed_children_over_rpc_all_live_and_are_recorded(tmp_path, target_b
     assert_verify_clean(main.parent)
 
 
+def test_over_rpc_a_parent_that_records_as_it_forks_loses_no_child(tmp_path, target_bin):
+    """The parent makes 500 calls before each fork (`forks ... busy`), so the agent pushes
+    as it forks. Each push crossing a fork let Frida kill the child: with the host's pulls
+    (before 2026-11-30), 30 of 480 children so, each counted as never announced. Now the
+    host never calls while the program runs, and no push begins while the program is inside
+    fork(): its import slots of fork() go through ada's fork gate (the manifest counts them).
+    A child lost fails it: killed ("killed K of M"), or never announced."""
+    children = 30
+    out = run_ada("trace", "-q", "-o", tmp_path, "--transport", "rpc", "-f",
+                  target_bin("forks"), N, children, "busy", "-i", "forks!work", timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "killed" not in out.stdout and "never announced" not in out.stderr, \
+        out.stdout + out.stderr
+    *followed, main = session_lines(out)
+    assert len(followed) == children
+    s, counts = work_events(main)
+    document = s.manifest.document
+    assert counts == {pids(out)["parent"]: 2 * N * children} and document["end"]["clean"]
+    assert document["process"]["children_untraced"] == 0
+    assert document["transport"]["fork_gate"] >= 1 and document["transport"]["pulls"] == 0
+    for child in followed:
+        c, counts = work_events(child)
+        assert list(counts.values()) == [2 * 10] and c.manifest.document["end"]["clean"]
+    assert_verify_clean(main.parent)
+
+
 def end_every_run_of(exe: Path) -> None:
     """Kill what is left of a target (a test that failed on a hang leaves its processes)."""
     for entry in Path("/proc").iterdir():

@@ -2,8 +2,10 @@
 (frida.PortalService joined by the target), the RPC transport on the local device, and option
 errors. USB iOS/Android devices are not available on this machine."""
 
+import queue
 import socket
 import subprocess
+import threading
 import time
 
 import frida
@@ -46,40 +48,51 @@ def test_rpc_detail_lane_matches(tmp_path, target_bin, engine):
     assert_verify_clean(s.path)
 
 
-def test_a_pull_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin, monkeypatch):
-    """A slow link (the emulated arm64 machine's portal, 1 MB/s) spaces the rpc transport's
-    pulls out past the time a waiting thread trusts a silent host (rpc_stall_s). Here each
-    pull waits 3.5 s and the trust is 1.5 s, in a recording run in this process: the host
-    beats by message (every 0.1 s) besides each pull, so the threads spinning into 4 KB rings
-    wait and drop nothing (917 events dropped with only the pulls beating). A trust of 0.5 s
-    was too tight for the emulated arm64 machine under a full test run: 12 events dropped in
-    its 25th run, presumably a beat more than 0.5 s late there."""
+def test_a_push_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin, monkeypatch):
+    """A slow link (the emulated arm64 machine's portal, 1 MB/s) holds the rpc transport's
+    pushes back past the time a waiting thread trusts a silent host (rpc_stall_s). Here two
+    pushes each take 3.5 s to arrive and the trust is 1.5 s, in a recording run in this
+    process: the host beats by message (every 0.1 s, and every second while its drain finds
+    nothing), so the threads spinning into 4 KB rings wait and drop nothing (917 events
+    dropped when the host's pulls alone beat; 229 to 2,262 when the beats rested while the
+    drain found nothing, the pushes on their way). A trust of
+    0.5 s was too tight for the emulated arm64 machine under a full test run: 12 events
+    dropped in its 25th run, presumably a beat more than 0.5 s late there."""
     from ada.tracer.cli import main
-    from ada.tracer.record import pipeline, transport
+    from ada.tracer.record import pipeline
 
-    configure, sync = pipeline.RingSpace.configure_agent, transport.RpcMirror.sync
+    configure, take_push = pipeline.RingSpace.configure_agent, pipeline.Pipeline.take_push
+    pushes = []
 
     def trust_a_second_and_a_half(self, *args, **kwargs):
         self.options.rpc_stall_s = 1.5
         return configure(self, *args, **kwargs)
 
-    def slow_pull(self):
-        time.sleep(3.5)
-        return sync(self)
+    link: queue.SimpleQueue = queue.SimpleQueue()  # pushes on their way, in order
 
+    def carry():
+        while True:
+            pipe, data = link.get()
+            pushes.append(len(data))
+            if len(pushes) in (20, 21):  # what follows waits behind it, as on a slow link
+                time.sleep(3.5)
+            take_push(pipe, data)
+
+    threading.Thread(target=carry, daemon=True).start()
     monkeypatch.setattr(pipeline.RingSpace, "configure_agent", trust_a_second_and_a_half)
-    monkeypatch.setattr(transport.RpcMirror, "sync", slow_pull)
+    monkeypatch.setattr(pipeline.Pipeline, "take_push",
+                        lambda self, data: link.put((self, data)))
     gate = tmp_path / "gate"
     with spinning(target_bin("inline_cases"), gate) as proc:
         assert main(["trace", "-q", "-o", str(tmp_path / "traces"), "--transport", "rpc",
                      "--ring-kb", "4", "-p", str(proc.pid), "-i", "inline_cases!work",
-                     "--duration", "3"]) == 0
+                     "--duration", "9"]) == 0  # the link empties before the stop's pulls
         gate.touch()
         assert proc.wait(timeout=30) == 0
     s = atf.open_session(next((tmp_path / "traces").glob("session_*/pid_*")))
     m = s.manifest.document
-    assert m["transport"]["kind"] == "rpc"
-    assert m["drops"]["waits"] > 0  # the threads did wait, on the slow pulls
+    assert m["transport"]["kind"] == "rpc" and len(pushes) > 21 and link.empty()
+    assert m["drops"]["waits"] > 0  # the threads did wait, on the slow pushes
     assert m["drops"]["index"] == 0 and m["end"]["clean"]
     assert sum(len(ev) for ev in function_events(s, "work").values()) > 256
 

@@ -85,9 +85,9 @@ def test_attach_then_load(tmp_path, plugin, engine):
     assert list(events) == [0] and len(events[0]) == 2 * N, f"{events}\n{stderr}"
 
 
-def test_a_library_loaded_while_the_host_pulls_loses_no_call(tmp_path, plugin):
+def test_a_library_loaded_while_the_agent_pushes_loses_no_call(tmp_path, plugin):
     """Frida writes an Interceptor jump when its transaction ends, and a thread waiting to run
-    the agent's JavaScript (here the host's pulls over rpc, never resting while a second
+    the agent's JavaScript (here its pushes over rpc, never resting while a second
     thread calls busy_work) keeps it open past the end of onAdded: unless the agent waits
     for the jump (ada_await_written), plug_work's first calls run unhooked, uncounted.
     Without that wait 2 runs of 10 here lost all 37 calls. The plugin's 32 other functions,

@@ -39,7 +39,7 @@ from ada.tracer.record.manifest import RecordingFacts, build_manifest, thread_ho
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
                                      check_layout, clock_ns)
-from ada.tracer.record.transport import PULL_SECONDS, RpcMirror
+from ada.tracer.record.transport import PUSH_WINDOW, PushAcks, RpcMirror
 from fake_region import FakeAgent, detail_records, index_events
 
 STACK = 32
@@ -180,7 +180,6 @@ def test_over_rpc_the_host_beats_by_message_until_stopped_and_past_a_gone_script
     comes): a pull slower than rpc_stall_s on a slow link is not a host gone. A script
     that went away (frida.InvalidOperationError) ends nothing: the drain finds that out."""
     from ada.tracer.record.protocol import BEAT
-    from ada.tracer.record.transport import beat_by_message
 
     posted, gone = [], threading.Event()
 
@@ -190,9 +189,9 @@ def test_over_rpc_the_host_beats_by_message_until_stopped_and_past_a_gone_script
                 raise frida.InvalidOperationError("script is destroyed")
             posted.append(message)
 
-    heartbeat = Heartbeat(beat_by_message(Script()))
+    heartbeat = Heartbeat(PushAcks(Script()).beat)
     time.sleep(0.55)
-    assert posted and all(m == {"type": BEAT} for m in posted)
+    assert posted and all(m == {"type": BEAT, "received": 0, "pushes": 0} for m in posted)
     assert len(posted) >= 2  # one at once, then every BEAT_S (0.1 s)
     gone.set()
     time.sleep(0.25)  # posts that fail now are swallowed, the thread goes on
@@ -381,11 +380,12 @@ def test_an_ended_threads_slot_is_freed_before_the_drain_naps(tmp_path):
     assert passes[:4] == [SLOT_ENDED, SLOT_ENDED, SLOT_FREE, 3] and drain.stats.events == 5
 
 
-def test_the_heartbeat_rests_while_the_drain_naps_on_nothing(tmp_path):
+def test_the_heartbeat_slows_while_the_drain_naps_on_nothing(tmp_path):
     """Over rpc each beat is a message into the target, and a message that meets a fork there
     lets Frida kill the child (docs/recording.md, "Children and exec"). While the drain naps
-    after a pass that found nothing, nothing waits for room (a ring that fills wakes the
-    drain), so the beat rests: a program at rest gets no message."""
+    after a pass that found nothing the beat slows to one a second (REST_BEAT_S): a program at
+    rest gets one message a second, not ten, and threads waiting for room behind pushes still
+    on their way (a slow link) go on trusting the host."""
     agent = FakeAgent(GEOMETRY)
     agent.register(501)
     beats, lone_beats = [], []
@@ -393,11 +393,14 @@ def test_the_heartbeat_rests_while_the_drain_naps_on_nothing(tmp_path):
     lone = Heartbeat(lambda: lone_beats.append(time.monotonic()))  # no drain: it never rests
     drain, _ = new_drain(tmp_path, agent, heartbeat=heartbeat, nap=Nap(60.0, 60.0))
     drain.start()
-    time.sleep(0.6)
+    time.sleep(2.3)
     drain.finish(release=lambda: None)
     lone.stop()
-    assert len(lone_beats) >= 4  # its first, and one every BEAT_S (0.1 s)
-    assert len(beats) <= 2  # its first, and at most one before the drain's first nap
+    assert len(lone_beats) >= 15  # its first, and one every BEAT_S (0.1 s)
+    # its first, at most one before the drain's first nap, one a second while it naps, and
+    # at most one as the nap ends at the finish
+    gaps = [round(b - a, 2) for a, b in zip(beats, beats[1:])]
+    assert 3 <= len(beats) <= 5 and sum(0.85 < g < 1.15 for g in gaps) >= 2, gaps
 
 
 def _wake_as_the_agent_does(buf, offset):
@@ -612,23 +615,71 @@ def test_triggers_reach_the_flight_recorder_through_the_drain(tmp_path):
 
 # --- the RPC transport's mirror ------------------------------------------------------------------
 
-def mirrored_drain(tmp_path, agent, sink=None):
-    """A drain reading the RPC transport's mirror, pulled from the agent's region."""
-    mirror = RpcMirror(SimpleNamespace(exports_sync=agent), GEOMETRY, Answers())
+class PushedAgent:
+    """The agent's side of the rpc transport over a FakeAgent: the host's beats reach it
+    (the slots it freed are freed here, as _listenForBeats does), and `push()` is one push of
+    its timer (startPushing), delivered to the mirror as Frida's message thread would."""
+
+    def __init__(self, agent, pull=None):
+        self.agent = agent
+        self.posted = []
+        self.exports_sync = SimpleNamespace(pull=pull or agent.pull,
+                                            start_pushing=lambda budget, window, in_flight: None)
+        self.mirror = None
+        self.ended = -1  # ended slots at the last push
+
+    def post(self, message):
+        self.posted.append(message)
+        for slot in message.get("freed", []):
+            self.agent.reader.free_slot(slot)
+        if message.get("freed"):
+            self.ended = -1  # a slot that ends again is news
+
+    def push(self):
+        """As _pushOnce: only when a ring holds bytes not sent or the ended slots changed
+        (ada_rings_to_pull); False when there was nothing to push."""
+        agent, reader = self.agent, self.agent.reader
+        live = [slot for slot in range(reader.registered)
+                if reader.state(slot) in (SLOT_ACTIVE, SLOT_ENDED)]
+        ended = sum(reader.state(slot) == SLOT_ENDED for slot in live)
+        pending = any(agent.heads[slot] > agent.tail(slot) or
+                      agent.detail_heads[slot] > reader.slot(slot, "detail_tail")
+                      for slot in live)
+        if not pending and ended == self.ended:
+            return False
+        self.ended = ended
+        self.mirror.take_push(agent.collect(self.mirror.budget))
+        return True
+
+
+def mirrored_drain(tmp_path, agent, sink=None, pull=None):
+    """A drain reading the RPC transport's mirror, pushed to from the agent's region."""
+    script = PushedAgent(agent, pull)
+    mirror = script.mirror = RpcMirror(script, GEOMETRY, Answers(), PushAcks(script))
     drain, writer = new_drain(tmp_path, agent, sink, sync=mirror.sync, reader=mirror.reader)
     return mirror, drain, writer
 
 
-def drain_until_quiet(drain):
+def drain_until_quiet(drain, mirror=None):
+    """Passes until one moves nothing; with `mirror`, the agent pushes before each."""
     for _ in range(100):
+        if mirror is not None:
+            mirror.script.push()
         if drain.drain_once() == 0:
             return
     raise AssertionError("the drain never caught up")
 
 
-def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
-    """The agent's pull buffer (FakeAgent.pull, as ada_transport.js builds it) applied to the
-    mirror gives the drain what a local mapping would, rings wrapping and all."""
+def finish_mirrored(mirror, drain, writer):
+    """As Pipeline.stop: the agent has stopped pushing, the drain pulls what is left."""
+    mirror.stop_pushing()
+    return finish(drain, writer)
+
+
+def test_rpc_mirror_places_pushed_bytes_as_the_region_holds_them(tmp_path):
+    """The agent's pushes (FakeAgent.collect, as ada_transport.js builds them) applied to the
+    mirror give the drain what a local mapping would, rings wrapping and all, and move the
+    agent's tails past what they carried (the room its producers wait for)."""
     agent = FakeAgent(GEOMETRY)
     mirror, drain, writer = mirrored_drain(tmp_path, agent, AlwaysDetailSink())
     a, b = agent.register(501), agent.register(502)
@@ -641,9 +692,10 @@ def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
         for slot, tid in ((a, 501), (b, 502)):
             agent.emit_detail(slot, recs[tid][lo * RECORD:hi * RECORD])
             agent.emit(slot, ev[tid][lo:hi])
-        drain_until_quiet(drain)
-        assert agent.tail(a) == agent.tail(b) == hi  # the consumed tails reached the agent
-    s = finish(drain, writer)
+        drain_until_quiet(drain, mirror)
+        assert agent.tail(a) == agent.tail(b) == hi
+    assert mirror.pulls == 0  # while the program runs, no call into it
+    s = finish_mirrored(mirror, drain, writer)
     for t, tid in zip(s.threads, (501, 502)):
         assert np.array_equal(t.index.events, ev[tid])
         assert t.detail.raw_events.tobytes() == recs[tid].tobytes()
@@ -651,22 +703,27 @@ def test_rpc_mirror_places_pulled_bytes_as_the_region_holds_them(tmp_path):
     assert atf.verify(s.path).ok
 
 
-def test_rpc_mirror_frees_a_slot_in_the_agent_only_once_everything_is_pulled(tmp_path):
+def test_rpc_mirror_frees_a_slot_in_the_agent_only_once_everything_is_pushed(tmp_path):
+    """The drain frees an ended thread's slot once it has drained it all, and tells the agent
+    with a beat as it goes idle (the heartbeat rests then): the slot is free for a new thread
+    with no call into the target."""
     agent = FakeAgent(GEOMETRY)
     mirror, drain, writer = mirrored_drain(tmp_path, agent)
-    mirror.budget = 4 * 32  # four events a pull
+    mirror.budget = 4 * 32  # four events a push
     slot = agent.register(501)
     agent.emit(slot, index_events(10, tid=501, first_ts=1000))
     agent.end(slot)
+    mirror.script.push()
     drain.drain_once()
     assert mirror.reader.state(slot) == SLOT_ACTIVE  # ended, but 6 events are still in the agent
-    drain_until_quiet(drain)
-    drain.drain_once()  # the freed slot travels with the next pull
+    assert agent.reader.state(slot) == SLOT_ENDED
+    drain_until_quiet(drain, mirror)
     assert agent.reader.state(slot) == SLOT_FREE and agent.reader.slot(slot, "releases") == 1
+    assert [m.get("freed") for m in mirror.script.posted] == [[slot]]
     again = agent.register(502)
     agent.emit(again, index_events(3, tid=502, first_ts=5000))
-    drain_until_quiet(drain)
-    s = finish(drain, writer)
+    drain_until_quiet(drain, mirror)
+    s = finish_mirrored(mirror, drain, writer)
     assert [(t.thread_id, len(t)) for t in s.threads] == [(501, 10), (502, 3)]
 
 
@@ -678,65 +735,85 @@ def test_a_stale_rpc_copy_does_not_bring_a_freed_thread_back(tmp_path):
     slot = agent.register(501)
     agent.emit(slot, index_events(6, tid=501, first_ts=1000))
     agent.end(slot)
-    stale = agent.pull([], 1 << 20)  # built before the host frees the slot
-    drain_until_quiet(drain)
-    drain.drain_once()
+    stale = agent.collect(1 << 20)  # what a push carried, before the host frees the slot
+    mirror.take_push(stale)
+    drain_until_quiet(drain, mirror)
+    assert agent.reader.state(slot) == SLOT_FREE
     mirror.queue_final(stale)
     drain_until_quiet(drain)
-    s = finish(drain, writer)
+    s = finish_mirrored(mirror, drain, writer)
     assert [(t.thread_id, len(t)) for t in s.threads] == [(501, 6)]
 
 
-def test_rpc_pulls_within_their_budget_lose_nothing(tmp_path):
+def test_rpc_pushes_within_their_budget_lose_nothing(tmp_path):
     agent = FakeAgent(GEOMETRY)
     mirror, drain, writer = mirrored_drain(tmp_path, agent)
-    mirror.budget = 3 * 32  # three index events a pull (the default is a detail ring + 1 MiB)
+    mirror.budget = 3 * 32  # three index events a push (the default is a detail ring + 1 MiB)
     slot = agent.register(501)
     ev = index_events(30, tid=501, first_ts=1000)
     for lo in range(0, 30, 15):
         agent.emit(slot, ev[lo:lo + 15])
-        drain_until_quiet(drain)
-    assert mirror.pulls >= 10
-    s = finish(drain, writer)
+        drain_until_quiet(drain, mirror)
+    assert mirror.pushes >= 10
+    s = finish_mirrored(mirror, drain, writer)
     assert np.array_equal(s.threads[0].index.events, ev)
 
 
-def test_rpc_pulls_shrink_to_what_a_slow_link_moves_in_a_quarter_second(tmp_path):
-    """A pull that took long (a slow link) makes the next ones smaller, so the agent's
-    heartbeat, renewed at each pull, never looks like a host gone (producers would drop)."""
-    geometry = RegionGeometry(max_threads=1, index_capacity=16384)  # 512 KiB: one pull measures
-    agent = FakeAgent(geometry)
-    asked = []
+def test_the_host_pulls_only_as_the_recording_stops(tmp_path):
+    """While the program runs the host never calls into the agent (a call crossing a fork
+    lets Frida kill the child): the drain applies what is pushed. Once the agent has stopped
+    pushing, the drain pulls what is left, in the budget's pieces, until nothing is."""
+    agent = FakeAgent(GEOMETRY)
+    calls = []
 
-    def slow_pull(tails, budget, freed=()):
-        asked.append(budget)
-        time.sleep(0.2)  # the link: 0.2 s a pull, at most 2.6 MB/s for a full ring
-        return agent.pull(tails, budget, freed)
+    def pull(budget, freed=()):
+        calls.append(budget)
+        return agent.pull(budget, freed)
 
-    mirror = RpcMirror(SimpleNamespace(exports_sync=SimpleNamespace(pull=slow_pull)), geometry, Answers(),
-                       budget=64 << 20)
-    drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
+    mirror, drain, writer = mirrored_drain(tmp_path, agent, pull=pull)
+    mirror.budget = 4 * 32
     slot = agent.register(501)
-    ev = index_events(2 * geometry.index_capacity, tid=501, first_ts=1000)
-    for lo in (0, geometry.index_capacity):
-        agent.emit(slot, ev[lo:lo + geometry.index_capacity])
-        drain_until_quiet(drain)
-    assert asked[0] == 64 << 20 and mirror.link_rate is not None
-    assert mirror.link_rate * PULL_SECONDS < mirror.floor == 1 << 20
-    assert asked[-1] == mirror.floor  # a 1 MiB pull at most: 0.4 s on this link, not 25 s
-    s = finish(drain, writer)
+    ev = index_events(14, tid=501, first_ts=1000)
+    agent.emit(slot, ev[:6])
+    mirror.script.push()
+    for _ in range(5):
+        drain.drain_once()
+    agent.emit(slot, ev[6:])  # written, never pushed
+    assert drain.drain_once() == 0 and calls == []
+    s = finish_mirrored(mirror, drain, writer)
+    assert calls[:2] == [4 * 32] * 2  # 4 + 4 events, then passes that find nothing
     assert np.array_equal(s.threads[0].index.events, ev)
+
+
+def test_the_drain_acknowledges_a_large_unacknowledged_share_as_it_goes_idle(tmp_path):
+    """The agent keeps at most PUSH_WINDOW bytes unacknowledged; the beats that acknowledge
+    them rest while the drain naps, so the drain, finding nothing new, tells the agent what
+    it received when a quarter of the window is owed (else a pusher waiting on the window
+    and a resting host would wait on each other), and not otherwise (each message into the
+    target is a chance of the fork fault)."""
+    posted = []
+    acks = PushAcks(SimpleNamespace(post=posted.append))
+    acks.took(PUSH_WINDOW // 4 - 1)
+    acks.beat_if_owed()
+    assert posted == []
+    acks.took(1)
+    acks.beat_if_owed()
+    assert posted == [{"type": "ada:beat", "received": PUSH_WINDOW // 4, "pushes": 2}]
+    acks.beat_if_owed()
+    assert len(posted) == 1  # nothing owed since
 
 
 def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):
     agent = FakeAgent(GEOMETRY)
-    refused = SimpleNamespace(exports_sync=SimpleNamespace(pull=None))  # calling it would fail
-    mirror = RpcMirror(refused, GEOMETRY, Answers())
+    refused = SimpleNamespace(exports_sync=SimpleNamespace(pull=None), post=lambda m: None)
+    mirror = RpcMirror(refused, GEOMETRY, Answers(), PushAcks(refused))
     slot = agent.register(501)
     agent.emit(slot, index_events(9, tid=501, first_ts=1000))
-    mirror.queue_final(agent.pull([], 1 << 20))  # sent by the agent as the target exits
+    mirror.queue_final(agent.collect(1 << 20))  # sent by the agent as the target exits
+    mirror.stop_pushing()  # the recording stops: a pull now would fail (pull is None)
     drain, writer = new_drain(tmp_path, agent, sync=mirror.sync, reader=mirror.reader)
     assert drain.drain_once() > 0
+    assert drain.drain_once() == 0
     assert len(drain.thread_writers) == 1 and drain.thread_writers[0].index_count == 9
 
 
@@ -838,7 +915,7 @@ def test_manifest_of_the_flight_recorder_and_the_rpc_transport():
                                         "triggers_coalesced")} == {
         "mode": "window", "pre_roll_ms": 5, "post_roll_ms": 2, "persisted": 0,
         "triggers_coalesced": 3}
-    assert m["transport"] == {"kind": "rpc", **rpc}
+    assert m["transport"] == {"kind": "rpc", **rpc, "fork_gate": None}  # children not held
     assert m["drops"]["overflow_threads"] == 1 and m["drops"]["overflow_events"] == 5
     assert m["end"] == {"clean": False, "reason": "target-crashed", "crash": {"signal": "SIGSEGV"},
                         "exit_status": None, "undelivered_events": None,

@@ -166,7 +166,7 @@ def test_a_running_program_recorded_twice(tmp_path, target_bin, engine):
     agent let the waiters go before ada had drained what was left: CI, 2026-11-27). The
     tests that stop with threads mostly waiting, in 4 KB rings, are test_inline.py's
     test_ada_waiting_for_room_is_not_the_program_losing_calls and test_devices.py's
-    test_a_pull_slower_than_the_stall_limit_is_no_host_gone (here 4 KB rings left a
+    test_a_push_slower_than_the_stall_limit_is_no_host_gone (here 4 KB rings left a
     thread under 1,000 calls in the emulated arm64 machine's slow drain)."""
     gate = tmp_path / "gate"
     with spinning(target_bin("inline_cases"), gate) as proc:
@@ -803,21 +803,22 @@ def test_a_program_at_rest_lets_the_drain_nap_and_its_bursts_wake_it(tmp_path, t
     assert_verify_clean(s.path)
 
 
-def test_over_rpc_a_program_at_rest_is_pulled_rarely_and_its_calls_wake_the_drain(
+def test_over_rpc_a_program_at_rest_is_never_called_and_its_calls_are_pushed(
         tmp_path, target_bin, engine):
-    """Over rpc each pass of the drain is a pull, a call into the target. After a pull that
-    found nothing the drain naps 2 s, and the agent, looking at its rings every 10 ms, tells
-    it by message (ada:wake) when there is something to pull: the manifest counts those
-    wakes, and no call is lost. At the 25 ms naps before, the same 3 s took 131 pulls; with
-    naps doubling up to 250 ms, 40; now 8 (and each message into a process as it forks lets
-    Frida kill the child now and then: docs/recording.md, "Children and exec")."""
+    """Over rpc the agent pushes what its rings hold, looking at them every 10 ms while
+    nothing is new, and the host never calls it while it runs (a call crossing a fork lets
+    Frida kill the child: docs/recording.md, "Children and exec"). A program that rests 1 s
+    between bursts of calls gets its calls pushed in a few messages, each waking the drain,
+    and no pull; no call is lost. When the host pulled, the same 3 s took 131 pulls at 25 ms
+    naps, 40 with naps doubling up to 250 ms, and 8 with the agent's wake message."""
     bursts, calls = 3, 10
     s, _ = trace(tmp_path, *engine, "--transport", "rpc", "-f", target_bin("bursts"),
                  str(bursts), str(calls), "1000", "-i", "bursts!work")
     m = s.manifest.document
     assert len(s.threads[0].index) == 2 * bursts * calls
     assert m["drain_wakes"] >= 1
-    assert m["transport"]["pulls"] < 20, m["transport"]
+    assert m["transport"]["pulls"] == 0, m["transport"]  # it exited: no pull at the end either
+    assert 1 <= m["transport"]["pushes"] <= 4 * bursts, m["transport"]
     assert_verify_clean(s.path)
 
 

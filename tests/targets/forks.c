@@ -5,7 +5,8 @@
  * parent exits at once and the child keeps calling work() every 10 ms for M calls; "serial"
  * the parent forks M children one after another, each calling work() 10 times, waiting for
  * each before the next (those children print nothing; if K of them die of SIGSEGV the
- * parent prints "killed K of M" and exits 3); "selfexec" the parent makes its N
+ * parent prints "killed K of M" and exits 3); "busy" like "serial", the parent making its N
+ * calls before each fork instead of after them all (it records as it forks); "selfexec" the parent makes its N
  * calls and execs this program as "forks M" (no child); "spawn" the parent starts "sleep 600"
  * by posix_spawn (no fork; its output to /dev/null), makes its N calls and exits; "shell"
  * the parent makes N calls, runs system("true"), N calls, reads a line from
@@ -87,7 +88,8 @@ int main(int argc, char **argv)
   printf("pid parent %d\n", getpid());
   fflush(stdout);
   int crashes = strcmp(mode, "crashes") == 0;
-  if (crashes || strcmp(mode, "serial") == 0) {
+  int busy = strcmp(mode, "busy") == 0;
+  if (crashes || busy || strcmp(mode, "serial") == 0) {
     const char *handler = crashes && argc > 4 ? argv[4] : "none";
     int expected = strcmp(handler, "before") == 0 ? 42 : strcmp(handler, "after") == 0 ? 43 : 0;
     int dies_of = strcmp(handler, "abort") == 0 ? SIGABRT : SIGSEGV;
@@ -95,6 +97,8 @@ int main(int argc, char **argv)
     if (expected == 42)
       signal(SIGSEGV, exit_42);
     for (long k = 0; k < m; k++) {
+      if (busy)
+        calls(n, 0);
       fork_begins();
       pid_t one = fork();
       if (one != 0)
@@ -114,7 +118,8 @@ int main(int argc, char **argv)
       crashed += expected ? WIFEXITED(status) && WEXITSTATUS(status) == expected
                           : WIFSIGNALED(status) && WTERMSIG(status) == dies_of;
     }
-    calls(n, 0);
+    if (!busy)
+      calls(n, 0);
     if (crashes) {
       printf("crashed %ld of %ld\n", crashed, m);
       return crashed == m ? 0 : 1;

@@ -47,14 +47,15 @@ from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 # program at 2 M events/s, 19-23 % of a core to 16-19 %, and cost the inline engine flat
 # out: its waits for the drain rose. docs/recording.md, "The drain's pace".)
 BEAT_S = 0.1  # the heartbeat's period (see Heartbeat)
+REST_BEAT_S = 1.0  # its period while the drain naps on nothing
 DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
 
 class Heartbeat:
     """The host's beat, every BEAT_S, from the moment the agent is configured until the
     producers are released at the end (Drain.finish): in the shared region's header, or
-    over rpc a message the agent answers by renewing its beat (transport.beat_by_message;
-    it renews it at each pull too). A thread waiting for room (a full ring, no free slot)
+    over rpc a message the agent answers by renewing its beat (transport.PushAcks, which
+    also says what the host received). A thread waiting for room (a full ring, no free slot)
     trusts the host for stall_s (2 s; rpc 10 s) after the last beat, then counts its events
     as dropped: so a dead tracer never hangs the target. It beats from a thread of its own,
     not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
@@ -70,7 +71,10 @@ class Heartbeat:
     (nap.py) before a waiting thread could find the beat stale. Over rpc each beat is a
     message into the target, and a message that reaches a process as it forks lets Frida
     kill the child now and then (docs/recording.md, "Children and exec"): a program at rest
-    then gets no message at all."""
+    then gets one a second (REST_BEAT_S), not ten. Not none: over rpc the drain also finds
+    nothing while the agent's pushes are on their way over a slow link, its rings full
+    behind them, and its threads waiting for room trust the beats (a test holds pushes back
+    3.5 s against a trust of 1.5 s)."""
 
     def __init__(self, beat: Callable[[], None]) -> None:
         self._stopped = threading.Event()
@@ -80,8 +84,11 @@ class Heartbeat:
                          daemon=True).start()
 
     def _run(self, beat: Callable[[], None]) -> None:
+        quiet = 0.0  # time since the last beat, while resting
         while not self._stopped.wait(BEAT_S):
-            if not self.resting:
+            quiet = quiet + BEAT_S if self.resting else 0.0
+            if quiet == 0.0 or quiet >= REST_BEAT_S - BEAT_S / 2:
+                quiet = 0.0
                 beat()
 
     def stop(self) -> None:
@@ -152,15 +159,12 @@ class Drain(threading.Thread):
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
         self.failed = threading.Event()
-        self.first_pass = threading.Event()  # set once a pass has run (or the drain failed)
 
     def run(self) -> None:
         sleep, longest = 0.0, self.nap.longest_s
         try:
             while not self._stop_requested.is_set():
                 moved = self.drain_once()
-                if not self.first_pass.is_set():
-                    self.first_pass.set()
                 if moved:
                     sleep = 0.0
                     if self.pause_s:
@@ -173,7 +177,6 @@ class Drain(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - reported by the recorder, never lost
             self.error = e
             self.failed.set()
-            self.first_pass.set()
             self._stop_beating()  # a host whose drain failed is gone to the waiting threads
 
     def _rest(self, resting: bool) -> None:

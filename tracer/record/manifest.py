@@ -72,7 +72,7 @@ def build_manifest(facts: RecordingFacts, drain: dict[str, Any], sink: dict[str,
         "device": facts.device,
         "transport": {"kind": facts.transport, **(transport or {}),
                       **({"region": facts.agent.get("region")} if facts.transport == "shm"
-                         else {})},
+                         else {"fork_gate": facts.agent.get("forkGate")})},
         "clock_type": facts.clock_type,
         "clock": CLOCK_NAMES.get(facts.clock_type),
         "clock_source": drain["clock"],

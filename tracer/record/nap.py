@@ -9,15 +9,13 @@ nap when a ring starts to fill:
   the region header's drain_asleep word, and the agent's producers wake it (ada_wake_drain in
   agent/ada_rings.c) when a ring is half full, full, when a thread waits for a slot, and at a
   trigger. The nap may then be long: LONGEST_FUTEX_S.
-- `Nap(LONGEST_RPC_S)`, over the rpc transport, where each pass is a pull, a round trip that costs
-  the target's agent CPU too (at rest with a 4 ms nap, 17 % of a core in ada; at 0.5 ms,
-  38 %): after a pull that found nothing the agent looks at its rings every 10 ms and sends
-  ada:wake when there is something to pull (agent/ada_transport.js, _watchWhileHostNaps),
-  and `wake()` ends the nap. The nap may then be long: LONGEST_RPC_S, and the first nap after
-  a pull that found nothing is already that long (a nap doubling from half a millisecond made
-  eight pulls on the way). It was 25 ms before that message, then 250 ms: each pull is a
-  message into the target and its answer, and a message that crosses a fork there lets Frida
-  kill the child now and then (docs/recording.md, "Children and exec").
+- `Nap(LONGEST_RPC_S)`, over the rpc transport, where the agent pushes what is new
+  (agent/ada_transport.js, startPushing; it looks at its rings every 10 ms while nothing is
+  new): each push ends the nap (`wake()`). The nap may then be long: LONGEST_RPC_S, and the
+  first nap after a pass that found nothing is already that long. (The host pulled before
+  2026-11-30, a call into the target each pass: every 25 ms at rest, then less with a wake
+  message; a call that crosses a fork there lets Frida kill the child now and then,
+  docs/recording.md, "Children and exec".)
 - `Nap` over shared memory elsewhere (macOS): nothing wakes it but the recording's end, so it
   stays short enough for a ring not to fill unseen for long: LONGEST_S.
 """
@@ -46,7 +44,7 @@ FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine
 
 class Nap:
     """A timed sleep that `wake()` cuts short once (over the rpc transport, the agent's
-    ada:wake) and `end()` for good. The drain's naps double from first_s to longest_s."""
+    pushes) and `end()` for good. The drain's naps double from first_s to longest_s."""
 
     def __init__(self, longest_s: float = LONGEST_S, first_s: float = IDLE_SLEEP_S) -> None:
         self.longest_s = longest_s

@@ -38,10 +38,9 @@ from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, LAYOUT, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
                     clock_ns)
-from .transport import PULL_FORMAT, RpcMirror, beat_by_message
+from .transport import PULL_FORMAT, PushAcks, RpcMirror
 
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
-FIRST_PULL_WAIT_S = 5.0  # the most a suspended target waits for the first pull (before_resume)
 
 
 @dataclass
@@ -86,6 +85,7 @@ class RingSpace:
         self.memfd = transport == "shm" and memfd_wanted()
         self.kind = "rpc"  # where the region ended up: "memfd", "file" or "rpc"
         self.heartbeat: Heartbeat | None = None  # once the agent is configured
+        self.acks: PushAcks | None = None  # rpc: what the beats tell the agent
         self.shm_problem = ""  # why /dev/shm could not hold the file region, if it could not
         if transport == "shm":
             try:
@@ -146,8 +146,10 @@ class RingSpace:
             self.info(f"{why}: the rings go over Frida's channel instead (the rpc transport)")
             self.region = None
             self.transport = "rpc"
+        if self.region is None:
+            self.acks = PushAcks(script)
         self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat
-                                   if self.region is not None else beat_by_message(script))
+                                   if self.region is not None else self.acks.beat)
         return facts
 
     def close(self) -> None:
@@ -231,9 +233,10 @@ class Pipeline:
             nap = FutexNap(space.region.buf, LAYOUT["header.drain_asleep"]) \
                 if FutexNap.available() else Nap()  # the agent wakes a futex nap (nap.py)
         else:
-            self.mirror = RpcMirror(script, space.geometry, answers)
+            assert space.acks is not None
+            self.mirror = RpcMirror(script, space.geometry, answers, space.acks)
             rings = self.mirror.reader
-            nap = Nap(LONGEST_RPC_S, LONGEST_RPC_S)  # the agent's ada:wake ends it (nap.py)
+            nap = Nap(LONGEST_RPC_S, LONGEST_RPC_S)  # each push ends it (nap.py)
         self.rings = rings
         self.drain = Drain(rings, self.writer, self.sink,
                            self._function_trigger if self.flight else None,
@@ -252,20 +255,14 @@ class Pipeline:
     # --- while recording ----------------------------------------------------------
 
     def start(self, start_ns: int, trigger_at_ms: list[float]) -> None:
-        """Start draining; --trigger-at times count from `start_ns`."""
+        """Start draining; --trigger-at times count from `start_ns`. Over rpc the agent starts
+        pushing now, before a suspended target runs (it may fork at once)."""
         if self.flight is not None:
             for ms in trigger_at_ms:
                 self.flight.schedule(start_ns + int(ms * 1e6), "time", at_ms=ms)
-        self.drain.start()
-
-    def before_resume(self) -> None:
-        """Over rpc, let the drain's first pull end before a suspended target runs: a message
-        between ada and a process as it forks lets Frida kill the child now and then (in
-        Frida's agent, as the child recovers from its fork; docs/recording.md, "Children and
-        exec"), and a program may fork as soon as it runs. After that first pull, which finds
-        nothing, the drain naps until the agent says there is something to pull."""
         if self.mirror is not None:
-            self.drain.first_pass.wait(FIRST_PULL_WAIT_S)
+            self.mirror.start()
+        self.drain.start()
 
     def _function_trigger(self, timestamp_ns: int, trigger_id: int, tid: int) -> None:
         assert self.flight is not None
@@ -279,15 +276,17 @@ class Pipeline:
         if self.flight is not None:
             self.flight.trigger(clock_ns(), kind)
 
+    def take_push(self, data: bytes) -> None:
+        """Ring bytes the agent pushed (rpc transport): the drain wakes for them."""
+        if self.mirror is not None:
+            self.mirror.take_push(data)
+            self.drain.nap.wake()
+
     def take_final(self, data: bytes) -> None:
         """The ring bytes a dying target handed over with its last message (rpc transport)."""
         if self.mirror is not None:
             self.mirror.queue_final(data)
-            self.wake_drain()
-
-    def wake_drain(self) -> None:
-        """There is something to pull (rpc transport: the agent's ada:wake): end the nap."""
-        self.drain.nap.wake()
+            self.drain.nap.wake()
 
     def failure(self) -> str | None:
         """Why the recording cannot go on (the stop reason), or None."""
@@ -319,8 +318,10 @@ class Pipeline:
     # --- the end --------------------------------------------------------------------
 
     def stop(self, release: Callable[[], None]) -> None:
-        """Drain what is left, then `release` the producers still waiting for room (the
-        writers stay open)."""
+        """Drain what is left (over rpc the agent has stopped pushing: pulled), then `release`
+        the producers still waiting for room (the writers stay open)."""
+        if self.mirror is not None:
+            self.mirror.stop_pushing()
         self.drain.finish(release)
 
     @property

@@ -14,10 +14,12 @@ they are used; these are the messages it sends unasked, and the host's two.
                      unrecordedThreads (the program's, started as Frida prepared the exit)}, and
                      as data, with the rpc transport, the ring bytes not pulled
     EXIT_STATUS      exit()'s status, when exit() comes after the handover: {status}
-    WAKE             the rpc transport's host naps after a pull that found nothing: there is
-                     something to pull again (nap.py, Nap.wake): {}
+    DATA             with the rpc transport, new ring bytes (transport.RpcMirror): {}, and as
+                     data the buffer
     ACK              host -> agent: the handover was taken, the process may go on
-    BEAT             host -> agent: the host is alive (the rpc transport's heartbeat)
+    BEAT             host -> agent: the host is alive (the rpc transport's heartbeat), with
+                     the bytes and the count of DATA it has taken, and the slots it has freed
+                     since the last
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ MODULE_LOADED = "ada:module-loaded"
 MODULE_UNLOADED = "ada:module-unloaded"
 FINAL = "ada:final"
 EXIT_STATUS = "ada:exit-status"
-WAKE = "ada:wake"
+DATA = "ada:data"
 ACK = "ada:ack"
 BEAT = "ada:beat"
 
-FROM_AGENT = (MODULE_LOADED, MODULE_UNLOADED, FINAL, EXIT_STATUS, WAKE)
+FROM_AGENT = (MODULE_LOADED, MODULE_UNLOADED, FINAL, EXIT_STATUS, DATA)
 TO_AGENT = (ACK, BEAT)
 
 
@@ -64,5 +66,13 @@ def ack() -> dict[str, str]:
     return {"type": ACK}
 
 
-def beat() -> dict[str, str]:
-    return {"type": BEAT}
+def beat(received: int | None = None, pushes: int | None = None,
+         freed: list[int] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"type": BEAT}
+    if received is not None:
+        message["received"] = received
+    if pushes is not None:
+        message["pushes"] = pushes
+    if freed:
+        message["freed"] = freed
+    return message

@@ -156,8 +156,8 @@ class Recorder:
                          if payload["triggers"] else ""))
         elif m.kind == protocol.MODULE_UNLOADED:
             self.hooked.unload(payload["path"], payload["base"], int(payload["removedNs"]))
-        elif m.kind == protocol.WAKE and self.pipeline is not None:
-            self.pipeline.wake_drain()
+        elif m.kind == protocol.DATA and self.pipeline is not None and m.data is not None:
+            self.pipeline.take_push(m.data)
 
     def _take_final(self, data: bytes) -> None:
         """Ring bytes a dying target handed over. A target that ends as its hooks go in can
@@ -255,7 +255,8 @@ class Recorder:
         self.holds_children = self.options.follow_children or not wipes
         if self.holds_children:
             self.frida_session.enable_child_gating()
-            self.script.exports_sync.note_children()  # see unannounced_children
+            noted = self.script.exports_sync.note_children()  # see unannounced_children
+            self.agent_info["forkGate"] = (noted or {}).get("forkGate")
             self.script.exports_sync.watch_spawn()  # see watchSpawn in ada_hooking.js
         else:
             self.script.exports_sync.watch_forks_and_exec()
@@ -367,7 +368,6 @@ class Recorder:
         pipeline = self._prepared()
         pipeline.start(self.record_start_ns, self.options.trigger_at_ms)
         if self.suspended:
-            pipeline.before_resume()
             try:
                 self.device.resume(self.pid)
             except FRIDA_ERRORS as e:

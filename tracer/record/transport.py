@@ -1,15 +1,18 @@
-"""How the drain reaches the rings: mapped shared memory, or pulled over Frida's channel.
+"""How the drain reaches the rings: mapped shared memory, or pushed over Frida's channel.
 
-Local device: the region is a /dev/shm file mapped here (rings.SharedRegion); the drain
-reads it in place and `sync()` has nothing to do.
+Local device: the region is a memfd or /dev/shm file mapped here (rings.MemfdRegion,
+SharedRegion); the drain reads it in place and `sync()` has nothing to do.
 
 Anywhere the host cannot map the target's memory (USB, -H, a remote frida-server, or
---transport rpc): the agent keeps the same region in its own memory, and RpcMirror keeps a local
-copy of it. Each `sync()` is one `pull` RPC: it hands the agent the tails the drain has consumed
-(the back-pressure producers wait on) and the slots it freed, and copies back the header, the
-slot controls and the new ring bytes, placed where they sit in the region. The drain then
-reads the mirror exactly as it reads a local mapping, so the files cannot depend on the
-transport.
+--transport rpc): the agent keeps the same region in its own memory and pushes what is new
+(ada:data: the header, the slot controls and the new ring bytes, placed as they sit in the
+region), and RpcMirror keeps a local copy of the region, each `sync()` applying one buffer.
+The drain then reads the mirror exactly as it reads a local mapping, so the files cannot
+depend on the transport. The host does not call into the agent while the program runs: a
+call crossing the channel as the process forks lets Frida kill the child (docs/recording.md,
+"Children and exec"). Its beats (a message every BEAT_S while the drain works) say what it
+has received and which slots it freed (PushAcks); only as the recording stops does it pull
+what is left.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import mmap
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections import deque
+from typing import Any
 
 import frida
 import numpy as np
@@ -31,10 +35,11 @@ from .answer import Answers, NoAnswer
 from .protocol import beat
 from .rings import SLOT_SIZE, SLOTS_OFFSET, RegionGeometry, RingReader
 
-# What one `pull` returns (built by pull() in agent/ada_transport.js, handed PULL_FORMAT):
-# PULL_PREFIX {u32 magic, u32 segments, u32 registered slots, u32 segment table capacity}, the
-# header page and the registered slots' controls as they sit in the region, the segment table,
-# then the ring bytes each segment names (lane 0 index, 1 detail; start is the ring cursor).
+# What one push (or pull) carries (built by _collect() in agent/ada_transport.js, handed
+# PULL_FORMAT): PULL_PREFIX {u32 magic, u32 segments, u32 registered slots, u32 segment table
+# capacity}, the header page and the registered slots' controls as they sit in the region, the
+# segment table, then the ring bytes each segment names (lane 0 index, 1 detail; start is the
+# ring cursor).
 PULL_PREFIX = np.dtype([("magic", "<u4"), ("segments", "<u4"), ("registered", "<u4"),
                         ("capacity", "<u4")])
 SEGMENT = np.dtype([("slot", "<u4"), ("lane", "<u4"), ("start", "<u8"), ("length", "<u8"),
@@ -45,12 +50,21 @@ PULL_FORMAT = {"magic": PULL_MAGIC,
                "prefix": {name: PULL_PREFIX.fields[name][1] for name in PULL_PREFIX.names},
                "segmentBytes": SEGMENT.itemsize,
                "segment": {name: SEGMENT.fields[name][1] for name in SEGMENT.names}}
-DEFAULT_BUDGET = 16 << 20
-# One pull is sized to take about this long at the link's measured rate (on a slow link, 2 MB/s
-# to an emulated arm64 machine, a 16 MB pull took 8 s). Producers waiting for room trust the
-# host while its beats come (beat_by_message, and each pull).
-PULL_SECONDS = 0.25
-RATE_SAMPLE_BYTES = 256 << 10  # pulls smaller than this say more about latency than the link
+# Ring bytes one push carries at most (more where a slot's whole detail ring must fit), and
+# the bytes and the pushes sent that the host's beats have not acknowledged, at most: beats
+# come every BEAT_S (0.1 s), so this window allows 160 MB/s, and on a slow link (2 MB/s to the
+# emulated arm64 machine) it holds the rest back in the rings rather than in Frida's queue (and
+# a stop's answer, queued behind it, comes within seconds).
+PUSH_BUDGET = 1 << 20
+PUSH_WINDOW = 16 << 20
+PUSHES_IN_FLIGHT = 32
+# The drain, finding nothing new, tells the agent at once what it received (not waiting for a
+# beat, which may rest then) once this share of the window is unacknowledged (in bytes or in
+# pushes), or a slot was freed;
+# not more often than every ACK_GAP_S: each message into the target is a chance of the fork
+# fault above.
+IDLE_ACK_SHARE = 4
+ACK_GAP_S = 0.05
 
 
 def resolve_transport(choice: str, device: frida.core.Device) -> str:
@@ -64,16 +78,58 @@ def resolve_transport(choice: str, device: frida.core.Device) -> str:
     return choice
 
 
-def beat_by_message(script: Any) -> Callable[[], None]:
-    """The rpc transport's heartbeat (drain.Heartbeat beats with it): a message the agent
-    answers by renewing its beat, so that threads waiting for room do not take a slow pull
-    for a host gone. Silent once the script is gone: the drain finds that out itself."""
-    def post_beat() -> None:
+class PushAcks:
+    """What the host's beats tell the pushing agent (ada:beat): the bytes of its pushes the
+    drain has taken (the agent keeps at most PUSH_WINDOW in flight) and the slots it freed.
+    Beats go from the heartbeat's thread (drain.Heartbeat), and at times from the drain's
+    (RpcMirror.sync); silent once the script is gone: the drain finds that out itself."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self._lock = threading.Lock()
+        self.received = 0  # bytes of pushes applied to the mirror
+        self.pushes = 0  # pushes applied
+        self._told = (0, 0)  # (received, pushes) as of the last beat
+        self._freed: list[int] = []  # slots freed since the last beat
+        self._last = 0.0  # time.monotonic() of the last beat
+
+    def took(self, size: int) -> None:
+        with self._lock:
+            self.received += size
+            self.pushes += 1
+
+    def freed(self, slot: int) -> None:
+        with self._lock:
+            self._freed.append(slot)
+
+    def take_freed(self) -> list[int]:
+        with self._lock:
+            freed, self._freed = self._freed, []
+            return freed
+
+    def beat(self) -> None:
+        with self._lock:
+            message = beat(self.received, self.pushes, self._freed)
+            self._told, self._freed = (self.received, self.pushes), []
+            self._last = time.monotonic()
         try:
-            script.post(beat())
+            self.script.post(message)
         except FRIDA_ERRORS:
             pass
-    return post_beat
+
+    def beat_if_owed(self) -> None:
+        """From the drain about to nap on nothing new (the heartbeat rests then): a beat if
+        the agent may be waiting on the window, or has a slot to free, at least ACK_GAP_S
+        after the last one."""
+        with self._lock:
+            owed = self._freed or \
+                self.received - self._told[0] >= PUSH_WINDOW // IDLE_ACK_SHARE or \
+                self.pushes - self._told[1] >= PUSHES_IN_FLIGHT // IDLE_ACK_SHARE
+            wait = self._last + ACK_GAP_S - time.monotonic()
+        if owed:
+            if wait > 0:
+                time.sleep(wait)
+            self.beat()
 
 
 def lazy_zeros(size: int) -> np.ndarray:
@@ -93,89 +149,93 @@ def lazy_zeros(size: int) -> np.ndarray:
 
 
 class RpcMirror:
-    """The RPC transport: a local mirror of the agent's ring region."""
+    """The RPC transport: a local mirror of the agent's ring region, kept by its pushes."""
 
     def __init__(self, script: Any, geometry: RegionGeometry, answers: Answers,
-                 budget: int = DEFAULT_BUDGET) -> None:
+                 acks: PushAcks) -> None:
         self.script = script
-        self.answers = answers  # a stopped target's pull is given up as the recording ends
+        self.answers = answers  # a stopped target's last pulls are given up as it ends
+        self.acks = acks
         self.g = geometry
         self.buf = lazy_zeros(geometry.size)
         self.reader = RingReader(self.buf, geometry)
-        self.reader.on_free = self._freed_slot
-        # A slot's detail records go whole or wait: a pull must have room for a full detail ring.
-        self.floor = geometry.detail_capacity + (1 << 20)
-        self.budget = max(budget, self.floor)  # the most one pull asks for
-        self.link_rate: float | None = None  # bytes/s of the recent pulls that measured it
-        self._pushed: dict[int, tuple[int, int]] = {}
-        self._freed: list[int] = []  # slots the drain freed, for the agent to free in turn
+        self.reader.on_free = acks.freed
+        # A slot's detail records go whole or wait: a push must have room for a full detail ring.
+        self.budget = max(PUSH_BUDGET, geometry.detail_capacity + (1 << 20))
+        self.window = max(PUSH_WINDOW, 2 * self.budget)
+        self._queue: deque[tuple[bool, bytes]] = deque()  # (a handover's?, buffer), as they came
+        self._lock = threading.Lock()
+        self.pulling = False  # the recording stops: what is left is pulled (stop_pushing)
+        self.ended = False  # the agent handed its last bytes over: nothing more will come
         self.bytes = 0
+        self.pushes = 0
         self.pulls = 0
         self.started = time.monotonic()
         self.lost: str | None = None
-        self._final: list[bytes] = []
-        self._final_lock = threading.Lock()
         self.handover_bytes = 0  # what the agent's handovers carried (see summary)
 
-    def queue_final(self, data: bytes) -> None:
-        """The agent's last buffer, sent as the target exits (from Frida's message thread)."""
-        with self._final_lock:
-            self._final.append(data)
-            self.handover_bytes += len(data)
-
-    def _freed_slot(self, slot: int) -> None:
-        self._freed.append(slot)
-        self._pushed.pop(slot, None)  # the slot's next thread starts its cursors at 0
-
-    def _tails_to_push(self) -> list[int]:
-        out: list[int] = []
-        for slot in range(self.reader.registered):
-            tails = (self.reader.slot(slot, "tail"), self.reader.slot(slot, "detail_tail"))
-            if self._pushed.get(slot, (0, 0)) != tails:
-                out.extend((slot, *tails))
-                self._pushed[slot] = tails
-        return out
-
-    def sync(self) -> int:
-        """One pull; returns the ring bytes received (0 once the connection is gone)."""
-        with self._final_lock:
-            finals, self._final = self._final, []
-        received = sum(self._apply(np.frombuffer(d, dtype=np.uint8)) for d in finals)
-        if finals or self.lost is not None:
-            return received
-        freed, self._freed = self._freed, []
-        started = time.monotonic()
-        tails, budget = self._tails_to_push(), self.next_budget()
+    def start(self) -> None:
+        """The agent starts pushing (the drain runs)."""
         try:
-            data = self.answers.ask("pull", lambda: self.script.exports_sync.pull(tails, budget,
-                                                                                   freed))
-        except NoAnswer as e:
-            self.lost = str(e)
-            return 0
+            self.script.exports_sync.start_pushing(self.budget, self.window, PUSHES_IN_FLIGHT)
         except FRIDA_ERRORS as e:
             self.lost = describe_frida_error(e)
-            return 0
-        self._measure(len(data), time.monotonic() - started)
-        return self._apply(np.frombuffer(data, dtype=np.uint8))
 
-    def next_budget(self) -> int:
-        """Bytes the next pull may carry: what the link moves in PULL_SECONDS, between the
-        floor (a detail ring and 1 MiB) and the budget."""
-        if self.link_rate is None:
-            return self.budget
-        return int(min(self.budget, max(self.floor, self.link_rate * PULL_SECONDS)))
+    def take_push(self, data: bytes) -> None:
+        """A push from the agent (Frida's message thread)."""
+        with self._lock:
+            self._queue.append((False, data))
 
-    def _measure(self, size: int, seconds: float) -> None:
-        if size >= RATE_SAMPLE_BYTES and seconds > 0:
-            rate = size / seconds
-            self.link_rate = rate if self.link_rate is None else (self.link_rate + rate) / 2
+    def queue_final(self, data: bytes) -> None:
+        """The agent's last buffer, sent as the target exits (Frida's message thread)."""
+        with self._lock:
+            self._queue.append((True, data))
+            self.handover_bytes += len(data)
+
+    def stop_pushing(self) -> None:
+        """The agent stopped pushing (its stop()): from now on the drain pulls what is left."""
+        self.pulling = True
+
+    def sync(self) -> int:
+        """Apply the next buffer (one at a time: the drain reads each before the next lands
+        where it wrote); returns the ring bytes placed, at least 1 for a buffer taken from
+        the queue (0: nothing new, and the drain may nap: not with buffers waiting)."""
+        with self._lock:
+            item = self._queue.popleft() if self._queue else None
+        if item is None:
+            if not self.pulling:
+                self.acks.beat_if_owed()
+            if not self.pulling or self.ended or self.lost is not None:
+                return 0
+            data = self._pull()
+            return self._apply(np.frombuffer(data, dtype=np.uint8)) if data is not None else 0
+        final, data = item
+        self.ended = self.ended or final
+        received = self._apply(np.frombuffer(data, dtype=np.uint8))
+        if not final:
+            self.pushes += 1
+            self.acks.took(len(data))
+        return max(received, 1)
+
+    def _pull(self) -> bytes | None:
+        try:
+            data = self.answers.ask("pull", lambda: self.script.exports_sync.pull(
+                self.budget, self.acks.take_freed()))
+        except NoAnswer as e:
+            self.lost = str(e)
+            return None
+        except FRIDA_ERRORS as e:
+            self.lost = describe_frida_error(e)
+            return None
+        self.pulls += 1
+        return data
 
     def _apply(self, raw: np.ndarray) -> int:
-        """Place one pull's bytes where they sit in the region; returns the ring bytes placed."""
+        """Place one buffer's bytes where they sit in the region; returns the ring bytes placed."""
         prefix = raw[:PULL_PREFIX.itemsize].view(PULL_PREFIX)[0]
         magic, nseg = int(prefix["magic"]), int(prefix["segments"])
         if magic != PULL_MAGIC:
-            raise RuntimeError(f"pull returned magic 0x{magic:08x}, expected 0x{PULL_MAGIC:08x}")
+            raise RuntimeError(f"the agent sent magic 0x{magic:08x}, expected 0x{PULL_MAGIC:08x}")
         controls = SLOTS_OFFSET + int(prefix["registered"]) * SLOT_SIZE
         self.buf[:controls] = raw[PULL_PREFIX.itemsize:PULL_PREFIX.itemsize + controls]
         table_at = PULL_PREFIX.itemsize + controls
@@ -196,19 +256,18 @@ class RpcMirror:
                 self.buf[base:base + length - first] = raw[offset + first:offset + length]
             received += length
         self.bytes += received
-        self.pulls += 1
         return received
 
     def summary(self) -> dict[str, Any]:
-        """The manifest's "transport" details: what was pulled, how fast, a lost link, and
-        the bytes the agent's last message carried as the target ended (handed over, they
-        are applied as one more pull): a target's end that loses events then says whether
-        they reached the host at all."""
-        return {"pulls": self.pulls, "bytes": self.bytes,
+        """The manifest's "transport" details: the agent's pushes, the host's pulls as the
+        recording stopped, how fast, a lost link, and the bytes the agent's last message
+        carried as the target ended (applied as one more buffer): a target's end that loses
+        events then says whether they reached the host at all."""
+        return {"pushes": self.pushes, "pulls": self.pulls, "bytes": self.bytes,
                 "mb_per_s": round(self.throughput() / 1e6, 2), "last_error": self.lost,
                 "handover_bytes": self.handover_bytes}
 
     def throughput(self) -> float:
-        """Ring bytes pulled per second since the start."""
+        """Ring bytes received per second since the start."""
         elapsed = time.monotonic() - self.started
         return self.bytes / elapsed if elapsed > 0 else 0.0
