@@ -136,6 +136,34 @@ ada_rings_to_pull (void)
 }
 
 /*
+ * RPC transport (_collect in ada_transport.js): slot `slot`'s control block as the host is to
+ * see it, in `out`. State and tid are read first, with acquire (a claim publishes the state
+ * after the tid, the generation and the zeroed cursors), then the index head and the detail
+ * head, each with acquire (published after the bytes it counts; index first, as the local
+ * drain reads them), then the rest. Where loads may pass each other (arm64), a plain copy
+ * from JavaScript showed a slot active with tid 0 to the host (the arm64 guest, 2026-11-30).
+ * Returns the state.
+ */
+guint32
+ada_snapshot_slot (guint32 slot, SlotControl * out)
+{
+  SlotControl * c = &ada_state.slots[slot];
+  volatile guint64 * from = (volatile guint64 *) c;
+  guint64 * to = (guint64 *) out;
+  guint64 state_tid = ada_load_acquire (from);  /* state, then tid, little-endian */
+  guint64 head = ada_load_acquire (&c->head);
+  guint64 detail_head = ada_load_acquire (&c->detail_head);
+  guint32 i;
+
+  for (i = 0; i < sizeof (SlotControl) / sizeof (guint64); i++)
+    to[i] = from[i];
+  to[0] = state_tid;
+  out->head = head;
+  out->detail_head = detail_head;
+  return out->state;
+}
+
+/*
  * Wait until *flag is non-zero or timeout_ms have passed; returns the flag. The
  * agent calls it from a thread that is handing its rings over as the process
  * dies (a fatal signal, _exit): a NativeFunction call lets JavaScript run

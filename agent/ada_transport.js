@@ -151,6 +151,7 @@ const AgentTransport = {
     const P = c.pull;  /* the buffer's format, as the host reads it (tracer/record/transport.py) */
     const r = this.region;
     const eventBytes = L['sizeof.event'];
+    const isLive = state => state === L['const.slot_active'] || state === L['const.slot_ended'];
     const registered = this._registered();
     const controls = L['region.slots_offset'] + registered * L['sizeof.slot'];
     const fixed = P.prefixBytes + controls;
@@ -181,17 +182,20 @@ const AgentTransport = {
       data += length;
       left -= length;
     };
+    if (this.snapshotFn === undefined)
+      this.snapshotFn = new NativeFunction(this.cm.ada_snapshot_slot, 'uint32', ['uint32', 'pointer']);
     for (let slot = 0; slot < registered; slot++) {
       const ctl = this._slot(r, slot);
       const copy = this._slot(copyOfRegion, slot);
-      const state = ctl.add(L['slot.state']).readU32();
-      if (state !== L['const.slot_active'] && state !== L['const.slot_ended'])
+      if (!isLive(ctl.add(L['slot.state']).readU32()))
+        continue;
+      /* Read again in C, in the order the producers publish (ada_snapshot_slot) */
+      const state = this.snapshotFn(slot, copy);
+      if (!isLive(state))
         continue;
       const [tail, dtail] = this.tails[slot] || [0, 0];
-      /* Index head before detail head, as the local drain reads them: every index
-       * event sent then has its detail record (written first) available too. */
-      const head = ctl.add(L['slot.head']).readU64().toNumber();
-      const dhead = c.detailCapacity > 0 ? ctl.add(L['slot.detail_head']).readU64().toNumber() : 0;
+      const head = copy.add(L['slot.head']).readU64().toNumber();
+      const dhead = c.detailCapacity > 0 ? copy.add(L['slot.detail_head']).readU64().toNumber() : 0;
       /* A slot's detail is sent whole (whole records) or waits for the next buffer. */
       let detailSent = 0;
       if (dhead > dtail && dhead - dtail <= left) {
