@@ -3,7 +3,7 @@
 alternating, so that a change's per-call cost is told from the machine's drift.
 
 Run: .venv/bin/python scripts/bench_pair.py COMMIT [--pairs N] [--calls N] [--threads N]
-[--engine inline|frida]
+[--engine inline|frida] [--transport auto|shm|rpc]
 Each pair runs `ada trace` of scripts/bench_target.c (the loop bench_trace.py times) with
 COMMIT's ada and with this checkout's, in turns (the first of a pair alternates), then
 uftrace on the -pg build, whose rate says what state the machine was in. COMMIT's ada runs
@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10_000_000, help="calls per run, all threads")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--engine", default="inline", choices=("inline", "frida"))
+    ap.add_argument("--transport", default="auto", choices=("auto", "shm", "rpc"))
     a = ap.parse_args()
     os.environ.pop("PYTHONPATH", None)  # "new" is this checkout, as installed
     tmp = Path(tempfile.mkdtemp(prefix="ada-bench-pair-"))
@@ -56,14 +57,16 @@ def main() -> None:
         tool, how = find_uftrace()
         exe_pg = build(tmp, "-pg", name="bench_target_pg") if tool else None
         per = a.calls // a.threads
-        print(f"{a.pairs} pairs, {a.engine} engine, {a.threads} thread(s), {per:,} calls of "
+        print(f"{a.pairs} pairs, {a.engine} engine, {a.transport} transport, {a.threads} "
+              f"thread(s), {per:,} calls of "
               f"small() a thread; old = {a.commit}, new = this checkout; uftrace: {how}")
         rates: dict[str, list[float]] = {"old": [], "new": [], "uftrace": []}
         for k in range(a.pairs):
             order = ("old", "new") if k % 2 == 0 else ("new", "old")
             row = {}
             for side in order:
-                row[side] = ada(exe, per, tmp / "out", a.threads, ("--hook-engine", a.engine),
+                row[side] = ada(exe, per, tmp / "out", a.threads,
+                                ("--hook-engine", a.engine, "--transport", a.transport),
                                 env={"PYTHONPATH": str(old)} if side == "old" else None)
                 rates[side].append(row[side].rate)
             line = "; ".join(f"{side} {r.rate / 1e6:6.2f} M calls/s (waited {r.wait_ms:,.0f} ms, "
