@@ -109,11 +109,11 @@ ada_heartbeat (void)
 }
 
 /*
- * RPC transport, while the host naps after a pull that found nothing (ada_transport.js,
- * _watchWhileHostNaps, every 10 ms): whether a ring holds bytes the host has not pulled (each
- * pull writes the tails it consumed), as the top bit, and how many threads have ended, their
- * slots waiting for the host to free them, below it. In C: a slot at a time from JavaScript
- * took microseconds a slot, every 10 ms, in a program at rest.
+ * RPC transport, before each push (ada_transport.js, _pushOnce; every 10 ms while nothing is
+ * new): whether a ring holds bytes not sent yet (each push moves the tails past what it
+ * carried), as the top bit, and how many threads have ended, their slots waiting for the
+ * host to free them, below it. In C: a slot at a time from JavaScript took microseconds a
+ * slot, every 10 ms, in a program at rest.
  */
 guint32
 ada_rings_to_pull (void)

@@ -340,9 +340,9 @@ def test_the_drain_naps_longer_while_nothing_comes_and_not_after_a_pass_that_mov
 
 
 def test_over_rpc_the_first_nap_on_nothing_is_already_the_longest(tmp_path):
-    """Over rpc each pass is a pull, a message into the target and its answer: the agent
-    wakes a napping drain (ada:wake), so the drain naps its longest at once rather than
-    pulling eight times on the way there."""
+    """Over rpc the agent's pushes wake a napping drain, so the drain naps its longest at once
+    rather than passing eight times on the way there (when each pass was a pull, a message
+    into the target and its answer)."""
     agent = FakeAgent(GEOMETRY)
     slot = agent.register(501)
     nap = ScriptedNap({2: lambda: agent.emit(slot, index_events(2, tid=501, first_ts=1000)),
@@ -469,8 +469,8 @@ def test_ending_a_nap_ends_it_and_every_later_one(kind):
 
 
 def test_a_wake_cuts_one_nap_short_and_is_counted():
-    """The rpc drain's nap (up to 2 s) ends when the agent says there is something to
-    pull (ada:wake): that nap only, not the next; the manifest counts the wakes."""
+    """The rpc drain's nap (up to 2 s) ends when a push from the agent lands: that nap only,
+    not the next; the manifest counts the wakes."""
     nap = Nap(60.0)
     thread = _napping(nap, 60.0)
     time.sleep(0.05)
