@@ -182,8 +182,12 @@ const AgentTransport = {
       data += length;
       left -= length;
     };
+    /* Exclusive: the JavaScript lock stays held through the call. Cooperative, it let a
+     * crashing thread's handover run its own _collect in the middle of a push's, on the same
+     * stage and tails (a remote recording's second lap of a ring read back as its first). */
     if (this.snapshotFn === undefined)
-      this.snapshotFn = new NativeFunction(this.cm.ada_snapshot_slot, 'uint32', ['uint32', 'pointer']);
+      this.snapshotFn = new NativeFunction(this.cm.ada_snapshot_slot, 'uint32', ['uint32', 'pointer'],
+                                           { scheduling: 'exclusive' });
     for (let slot = 0; slot < registered; slot++) {
       const ctl = this._slot(r, slot);
       const copy = this._slot(copyOfRegion, slot);
@@ -286,7 +290,8 @@ const AgentTransport = {
     if (this._windowFull())
       return false;
     if (this.toPullFn === undefined)
-      this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', []);
+      this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', [],
+                                         { scheduling: 'exclusive' });
     const now = this.toPullFn();
     const ended = now & 0x7fffffff;
     if (now >>> 31 === 0 && ended === p.ended)
