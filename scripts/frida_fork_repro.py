@@ -47,7 +47,8 @@ calls of fork() through a stub put in its GOT slot, which runs before Frida's li
 fork(), and no send begins while the process is inside fork() (ada's fork gate, forkGate in
 agent/ada_code.js, is gotraw). With --send-ms 10: got, 0 of 300 killed. With 256 KiB sent
 every 2 ms and the host posting every 100 ms (--send-ms 2 --send-kb 256 --post-ms 100):
-gotraw 0 of 600; got 2 of 600; neither (no quiet) hung in run 1. With --call-ms 2 and got
+gotraw 0 of 600 (a copy of the stub), then 0 of 300 (ada's forkGate itself, as now);
+got 2 of 600; neither (no quiet) hung in run 1. With --call-ms 2 and got
 (answers held while in fork()), hung in run 2: the host's calls still harm, so ada's rpc
 transport now pushes and the host calls only as the recording stops. (A first try of the
 stub called the address enumerateImports() gave, which under lazy binding is the PLT's
@@ -160,54 +161,15 @@ GOT_SCRIPT = """
 """
 
 
-# --fork-markers gotraw: the same gate without JavaScript on the program's thread: the stub
-# counts the process as forking (page+0) and waits while a send is under way (page+4); a
-# send begins only where no fork has (xchg, then a read: Dekker's order, both full fences).
-GOT_RAW_SCRIPT = """
+# --fork-markers gotraw: ada's own fork gate (forkGate in agent/ada_code.js, loaded from there:
+# a stub in every module's GOT slot of fork() that counts the process as forking and waits
+# while a send is under way; a send begins only where no fork has), without JavaScript on the
+# program's thread. It gates the sends only (--call-ms answers are not held with it).
+GOT_RAW_SCRIPT = (ROOT / "agent" / "ada_code.js").read_text() + """
 (function () {
-  const imp = Process.getModuleByName('forks').enumerateImports()
-    .find(i => i.name === 'fork' && i.slot !== undefined);
-  const mmap = new NativeFunction(Module.findGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  const page = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);
-  const code = mmap(NULL, Process.pageSize, 3, 0x22, -1, 0);
-  code.writeByteArray([
-    0x53,                                      /*  0 push rbx */
-    0x48, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0,        /*  1 movabs rbx, page */
-    0xf0, 0xff, 0x03,                          /* 11 lock inc dword [rbx] */
-    0x8b, 0x43, 0x04,                          /* 14 mov eax, [rbx + 4] */
-    0x85, 0xc0,                                /* 17 test eax, eax */
-    0x74, 0x04,                                /* 19 je 25 */
-    0xf3, 0x90,                                /* 21 pause */
-    0xeb, 0xf5,                                /* 23 jmp 14 */
-    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,        /* 25 movabs rax, fork */
-    0xff, 0xd0,                                /* 35 call rax */
-    0xf0, 0xff, 0x0b,                          /* 37 lock dec dword [rbx] */
-    0x5b,                                      /* 40 pop rbx */
-    0xc3,                                      /* 41 ret */
-    0x90, 0x90, 0x90, 0x90, 0x90, 0x90,        /* 42 */
-    0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0,        /* 48 movabs rdx, page (beginSend) */
-    0xb8, 0x01, 0x00, 0x00, 0x00,              /* 58 mov eax, 1 */
-    0x87, 0x42, 0x04,                          /* 63 xchg [rdx + 4], eax */
-    0x8b, 0x02,                                /* 66 mov eax, [rdx] */
-    0x85, 0xc0,                                /* 68 test eax, eax */
-    0x75, 0x03,                                /* 70 jne 75 */
-    0xb0, 0x01,                                /* 72 mov al, 1 */
-    0xc3,                                      /* 74 ret */
-    0xc7, 0x42, 0x04, 0, 0, 0, 0,              /* 75 mov dword [rdx + 4], 0 */
-    0x31, 0xc0,                                /* 82 xor eax, eax */
-    0xc3,                                      /* 84 ret */
-  ]);
-  code.add(3).writePointer(page);
-  code.add(27).writePointer(Module.getGlobalExportByName('fork'));
-  code.add(50).writePointer(page);
-  Memory.protect(code, Process.pageSize, 'r-x');
-  Memory.protect(imp.slot.and(ptr(Process.pageSize - 1).not()), Process.pageSize, 'rw-');
-  imp.slot.writePointer(code);
-  const begin = new NativeFunction(code.add(48), 'int', [], { scheduling: 'exclusive' });
-  forking = () => page.readU32() !== 0;
-  beginSend = () => begin() !== 0;
-  endSend = () => page.add(4).writeU32(0);
+  const gate = forkGate();
+  beginSend = () => gate.begin();
+  endSend = () => gate.end();
 })();
 """
 
