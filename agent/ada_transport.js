@@ -13,7 +13,7 @@ const O_RDWR = 2;
 const O_CLOEXEC = Process.platform === 'darwin' ? 0x1000000 : 0x80000;
 const MAP_SHARED = 1;
 
-const PUSH_IDLE_MS = 10;  /* how often rings with nothing new are looked at (startPushing) */
+const PUSH_IDLE_MS = 10;  /* the pause between pushes while no ring fills (startPushing) */
 
 const MFD_CLOEXEC = 1;
 const SYS_MEMFD_CREATE = { x64: 319, arm64: 279 };
@@ -262,7 +262,10 @@ const AgentTransport = {
    * process forks lets Frida kill the child or stop the parent for good (docs/recording.md,
    * "Children and exec"; the host's pulls every 2 ms lost 9 children of 300 even with their
    * answers held while in fork()). Pushes go from a timer here: at once again after one that
-   * carried something, else every PUSH_IDLE_MS while nothing is new (in C: ada_rings_to_pull).
+   * carried a sixteenth of its budget or more, or found a ring a quarter full (in C:
+   * ada_rings_to_pull), else PUSH_IDLE_MS later: a program recording at a modest pace then
+   * makes at most a hundred pushes a second, not thousands of small ones (each costs the
+   * target a message, and the host its acknowledgements: transport.py).
    * Where Frida holds children none begins while the program is inside fork() (forkGate,
    * ada_code.js). At most `window` bytes and `inFlight` pushes are on their way: the host's
    * beats say what it has received (a slow link holds the rest back in the rings, where the
@@ -281,10 +284,12 @@ const AgentTransport = {
       this.push.timer = null;
       if (this.handedOver || this._forked())  /* a forked child's copy: the parent pushes */
         return;
-      this._pushAfter(this._pushOnce() ? 0 : PUSH_IDLE_MS);
+      this._pushAfter(this._pushOnce() ? 0 : PUSH_IDLE_MS);  /* at once while they keep up */
     }, ms);
   },
 
+  /* One push if there is something new and room in the window; true if the next should come
+   * at once (a big one, or a ring filling). */
   _pushOnce() {
     const p = this.push;
     if (this._windowFull())
@@ -293,23 +298,25 @@ const AgentTransport = {
       this.toPullFn = new NativeFunction(this.cm.ada_rings_to_pull, 'uint32', [],
                                          { scheduling: 'exclusive' });
     const now = this.toPullFn();
-    const ended = now & 0x7fffffff;
+    const ended = now & 0x3fffffff, filling = (now >>> 30 & 1) === 1;
     if (now >>> 31 === 0 && ended === p.ended)
       return false;
     const gate = this.forkGate;
     if (gate !== null && !gate.begin())
       return false;  /* the program is inside fork() */
+    let size;
     try {
       p.ended = ended;
       const data = this._collect(p.budget);
-      p.sent += data.byteLength;
+      size = data.byteLength;
+      p.sent += size;
       p.pushes++;
       send({ type: MESSAGES.data }, data);
     } finally {
       if (gate !== null)
         gate.end();
     }
-    return true;
+    return filling || size >= p.budget / 16;
   },
 
   _windowFull() {
@@ -324,10 +331,10 @@ const AgentTransport = {
   },
 
   /*
-   * Over rpc the host beats by message (ada:beat, every 100 ms from a thread of its own,
-   * except while its drain naps on nothing): on a slow link (a portal to the emulated arm64
-   * machine, 1 MB/s) one buffer took longer than rpc_stall_s to arrive, and threads waiting
-   * for room dropped events with the host alive. Beats travel the other way than the ring
+   * Over rpc the host beats by message (ada:beat: once a second from a thread of its own,
+   * and from its drain once half the window is unacknowledged): on a slow link (a portal to
+   * the emulated arm64 machine, 1 MB/s) one buffer took longer than rpc_stall_s to arrive,
+   * and threads waiting for room dropped events with the host alive. Beats travel the other way than the ring
    * bytes, so they are not queued behind them. A beat carries the bytes and the count of
    * the pushes the host has received (the window) and the slots it has freed.
    */

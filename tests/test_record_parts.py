@@ -39,7 +39,7 @@ from ada.tracer.record.manifest import RecordingFacts, build_manifest, thread_ho
 from ada.tracer.record.options import Target, TraceOptions
 from ada.tracer.record.rings import (LAYOUT, SLOT_ACTIVE, SLOT_ENDED, SLOT_FREE, RegionGeometry,
                                      check_layout, clock_ns)
-from ada.tracer.record.transport import PUSH_WINDOW, PushAcks, RpcMirror
+from ada.tracer.record.transport import ACK_GAP_S, FREED_ACK_S, PushAcks, RpcMirror
 from fake_region import FakeAgent, detail_records, index_events
 
 STACK = 32
@@ -378,29 +378,6 @@ def test_an_ended_threads_slot_is_freed_before_the_drain_naps(tmp_path):
     # the slot's state as each pass began: it drains and marks it, frees it, then one more
     # pass (over rpc, the pull that tells the agent) before the first nap
     assert passes[:4] == [SLOT_ENDED, SLOT_ENDED, SLOT_FREE, 3] and drain.stats.events == 5
-
-
-def test_the_heartbeat_slows_while_the_drain_naps_on_nothing(tmp_path):
-    """Over rpc each beat is a message into the target, and a message that meets a fork there
-    lets Frida kill the child (docs/recording.md, "Children and exec"). While the drain naps
-    after a pass that found nothing the beat slows to one a second (REST_BEAT_S): a program at
-    rest gets one message a second, not ten, and threads waiting for room behind pushes still
-    on their way (a slow link) go on trusting the host."""
-    agent = FakeAgent(GEOMETRY)
-    agent.register(501)
-    beats, lone_beats = [], []
-    heartbeat = Heartbeat(lambda: beats.append(time.monotonic()))
-    lone = Heartbeat(lambda: lone_beats.append(time.monotonic()))  # no drain: it never rests
-    drain, _ = new_drain(tmp_path, agent, heartbeat=heartbeat, nap=Nap(60.0, 60.0))
-    drain.start()
-    time.sleep(2.3)
-    drain.finish(release=lambda: None)
-    lone.stop()
-    assert len(lone_beats) >= 15  # its first, and one every BEAT_S (0.1 s)
-    # its first, at most one before the drain's first nap, one a second while it naps, and
-    # at most one as the nap ends at the finish
-    gaps = [round(b - a, 2) for a, b in zip(beats, beats[1:])]
-    assert 3 <= len(beats) <= 5 and sum(0.85 < g < 1.15 for g in gaps) >= 2, gaps
 
 
 def _wake_as_the_agent_does(buf, offset):
@@ -785,22 +762,44 @@ def test_the_host_pulls_only_as_the_recording_stops(tmp_path):
     assert np.array_equal(s.threads[0].index.events, ev)
 
 
-def test_the_drain_acknowledges_a_large_unacknowledged_share_as_it_goes_idle(tmp_path):
-    """The agent keeps at most PUSH_WINDOW bytes unacknowledged; the beats that acknowledge
-    them rest while the drain naps, so the drain, finding nothing new, tells the agent what
-    it received when a quarter of the window is owed (else a pusher waiting on the window
-    and a resting host would wait on each other), and not otherwise (each message into the
-    target is a chance of the fork fault)."""
+def test_the_drain_acknowledges_only_what_the_agent_needs_to_hear(tmp_path):
+    """Each message into the target is a chance of Frida's fork fault, so the drain tells the
+    agent what it received only when the agent needs it: as buffers come, once half its
+    window is unacknowledged in bytes or in pushes (it goes on pushing the other half); as
+    the drain finds nothing new and may nap long, once a quarter is; a freed slot at once
+    when idle, else FREED_ACK_S after the last message; never two within ACK_GAP_S."""
     posted = []
-    acks = PushAcks(SimpleNamespace(post=posted.append))
-    acks.took(PUSH_WINDOW // 4 - 1)
-    acks.beat_if_owed()
-    assert posted == []
-    acks.took(1)
-    acks.beat_if_owed()
-    assert posted == [{"type": "ada:beat", "received": PUSH_WINDOW // 4, "pushes": 2}]
-    acks.beat_if_owed()
-    assert len(posted) == 1  # nothing owed since
+    acks = PushAcks(SimpleNamespace(post=posted.append), window=1000, in_flight=8)
+    acks.took(499)
+    acks.ack_if_owed()
+    acks.took(1)  # a quarter was owed: not enough as buffers come
+    time.sleep(ACK_GAP_S)
+    acks.ack_if_owed()
+    assert posted == [{"type": "ada:beat", "received": 500, "pushes": 2}]
+    acks.took(250)
+    acks.ack_if_owed()
+    assert len(posted) == 1
+    acks.ack_if_owed(idle=True)  # a quarter, idle: told, once the gap has passed
+    assert posted[-1] == {"type": "ada:beat", "received": 750, "pushes": 3}
+    for _ in range(4):
+        acks.took(0)  # half the pushes in flight, whatever their bytes
+    acks.ack_if_owed()  # within ACK_GAP_S of the last: the next buffer or nap tells it
+    assert len(posted) == 2
+    time.sleep(ACK_GAP_S)
+    acks.ack_if_owed()
+    assert len(posted) == 3 and posted[-1]["pushes"] == 7
+    acks.freed(5)
+    acks.ack_if_owed()  # a slot alone waits FREED_ACK_S as buffers come
+    assert len(posted) == 3
+    time.sleep(ACK_GAP_S)
+    acks.ack_if_owed(idle=True)
+    assert posted[-1] == {"type": "ada:beat", "received": 750, "pushes": 7, "freed": [5]}
+    acks.freed(6)
+    time.sleep(FREED_ACK_S)
+    acks.ack_if_owed()
+    assert posted[-1]["freed"] == [6] and acks.beats == len(posted) == 5
+    acks.ack_if_owed(idle=True)
+    assert len(posted) == 5  # nothing owed since
 
 
 def test_rpc_mirror_applies_the_agents_final_push_without_pulling(tmp_path):

@@ -822,6 +822,27 @@ def test_over_rpc_a_program_at_rest_is_never_called_and_its_calls_are_pushed(
     assert_verify_clean(s.path)
 
 
+def test_over_rpc_a_program_recording_at_a_steady_pace_gets_few_messages(
+        tmp_path, target_bin, engine):
+    """Each message from ada into the target is a chance of Frida's fork fault (docs/
+    recording.md, "Children and exec"), so over rpc the host tells the pushing agent what it
+    received only once half its window came (or a slot was freed), and otherwise beats once
+    a second; the agent, between pushes that carry little, waits 10 ms. A program calling at
+    a modest, steady pace (200 calls every 2 ms, about 3 s) then gets a message or two a
+    second, and about a hundred pushes a second at most. Before (the heartbeat every 100 ms
+    while the drain worked, the agent pushing again at once after any push, acknowledged
+    every 8 pushes as the drain went idle): 42 messages and 314 pushes in 3.4 s."""
+    bursts, calls = 1500, 200
+    s, _ = trace(tmp_path, *engine, "--transport", "rpc", "-f", target_bin("bursts"),
+                 str(bursts), str(calls), "2", "-i", "bursts!work")
+    m = s.manifest.document
+    assert len(s.threads[0].index) == 2 * bursts * calls and m["end"]["clean"]
+    seconds = m["session"]["duration_s"]
+    assert m["transport"]["beats"] <= 2 * seconds + 3, (seconds, m["transport"])
+    assert m["transport"]["pushes"] <= 110 * seconds, (seconds, m["transport"])
+    assert_verify_clean(s.path)
+
+
 def test_three_hundred_threads_at_once(tmp_path, target_bin, engine):
     n = 200
     s, _ = trace(tmp_path, *engine, "-f", target_bin("exact_calls"), str(n), "300", "-i",

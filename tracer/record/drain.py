@@ -46,50 +46,38 @@ from .rings import SLOT_ACTIVE, SLOT_ENDED, RingReader, clock_ns
 # also after passes that moved under a sixteenth of a ring cut ada's CPU time a little for a
 # program at 2 M events/s, 19-23 % of a core to 16-19 %, and cost the inline engine flat
 # out: its waits for the drain rose. docs/recording.md, "The drain's pace".)
-BEAT_S = 0.1  # the heartbeat's period (see Heartbeat)
-REST_BEAT_S = 1.0  # its period while the drain naps on nothing
+BEAT_S = 0.1  # the heartbeat's period over shared memory (see Heartbeat)
 DETAIL_TIMESTAMP = detail_event_header_dtype(REVISION_1).fields["timestamp"][1]
 
 
 class Heartbeat:
-    """The host's beat, every BEAT_S, from the moment the agent is configured until the
-    producers are released at the end (Drain.finish): in the shared region's header, or
+    """The host's beat, every `period` (BEAT_S), from the moment the agent is configured until
+    the producers are released at the end (Drain.finish): in the shared region's header, or
     over rpc a message the agent answers by renewing its beat (transport.PushAcks, which
-    also says what the host received). A thread waiting for room (a full ring, no free slot)
+    also says what the host received; once a second, as each message into the target is a
+    chance of Frida's fork fault). A thread waiting for room (a full ring, no free slot)
     trusts the host for stall_s (2 s; rpc 10 s) after the last beat, then counts its events
     as dropped: so a dead tracer never hangs the target. It beats from a thread of its own,
     not as the drain works: a write that blocks for long (a slow disk; /tmp over 9p in
     the emulated arm64 machine, where 21 events of 160,000 were dropped so) is a drain
-    alive. And it beats before the drain starts: a running program's threads fill their
-    rings from their first hooked call, while the host still writes its first manifest; on
-    a loaded machine that gap passed 2 s, and each thread dropped an event at its first full
-    ring. It stops at that release, when the drain fails, when the recording is abandoned,
-    and with ada's process, which is what stall_s is for.
+    alive, and so is a drain that finds nothing while the agent's pushes are on their way
+    over a slow link, its rings full behind them (a test holds pushes back 3.5 s against a
+    trust of 1.5 s). And it beats before the drain starts: a running program's threads fill
+    their rings from their first hooked call, while the host still writes its first
+    manifest; on a loaded machine that gap passed 2 s, and each thread dropped an event at
+    its first full ring. It stops at that release, when the drain fails, when the recording
+    is abandoned, and with ada's process, which is what stall_s is for."""
 
-    It rests while the drain naps after a pass that found nothing (Drain.run): then no ring
-    is full, the pass just renewed the beat, and a ring that starts to fill ends the nap
-    (nap.py) before a waiting thread could find the beat stale. Over rpc each beat is a
-    message into the target, and a message that reaches a process as it forks lets Frida
-    kill the child now and then (docs/recording.md, "Children and exec"): a program at rest
-    then gets one a second (REST_BEAT_S), not ten. Not none: over rpc the drain also finds
-    nothing while the agent's pushes are on their way over a slow link, its rings full
-    behind them, and its threads waiting for room trust the beats (a test holds pushes back
-    3.5 s against a trust of 1.5 s)."""
-
-    def __init__(self, beat: Callable[[], None]) -> None:
+    def __init__(self, beat: Callable[[], None], period: float = BEAT_S) -> None:
         self._stopped = threading.Event()
-        self.resting = False  # set by the drain around an idle nap
+        self.period = period
         beat()
         threading.Thread(target=self._run, args=(beat,), name="ada-heartbeat",
                          daemon=True).start()
 
     def _run(self, beat: Callable[[], None]) -> None:
-        quiet = 0.0  # time since the last beat, while resting
-        while not self._stopped.wait(BEAT_S):
-            quiet = quiet + BEAT_S if self.resting else 0.0
-            if quiet == 0.0 or quiet >= REST_BEAT_S - BEAT_S / 2:
-                quiet = 0.0
-                beat()
+        while not self._stopped.wait(self.period):
+            beat()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -171,17 +159,11 @@ class Drain(threading.Thread):
                         time.sleep(self.pause_s)
                 else:
                     sleep = min(max(2 * sleep, self.nap.first_s), longest)
-                    self._rest(True)
                     self.nap.sleep(sleep)
-                    self._rest(False)
         except BaseException as e:  # noqa: BLE001 - reported by the recorder, never lost
             self.error = e
             self.failed.set()
             self._stop_beating()  # a host whose drain failed is gone to the waiting threads
-
-    def _rest(self, resting: bool) -> None:
-        if self.heartbeat is not None:
-            self.heartbeat.resting = resting
 
     def _stop_beating(self) -> None:
         if self.heartbeat is not None:

@@ -17,6 +17,7 @@ the Frida side (attach, hook, the agent's messages, stop); this module owns the 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from .options import ProcessPlace, TraceOptions
 from .rings import (DETAIL_MODE_CODES, LAYOUT, POLICY_DROP, POLICY_WAIT, RegionGeometry,
                     MemfdRegion, RegionSpaceError, RingReader, SharedRegion, check_layout,
                     clock_ns)
-from .transport import PULL_FORMAT, PushAcks, RpcMirror
+from .transport import PULL_FORMAT, RPC_BEAT_S, PushAcks, RpcMirror, push_limits
 
 ARCH_CODES = {"x64": ARCH_X86_64, "arm64": ARCH_ARM64}
 
@@ -147,9 +148,13 @@ class RingSpace:
             self.region = None
             self.transport = "rpc"
         if self.region is None:
-            self.acks = PushAcks(script)
-        self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat
-                                   if self.region is not None else self.acks.beat)
+            self.acks = PushAcks(script, push_limits(g)[1])
+            # each beat a message into the target (transport.py): as seldom as the agent's
+            # trust allows with a tenth of it to spare
+            period = min(RPC_BEAT_S, o.rpc_stall_s / 10)
+            self.heartbeat = Heartbeat(functools.partial(self.acks.keep_alive, period), period)
+        else:
+            self.heartbeat = Heartbeat(RingReader(self.region.buf, g).heartbeat)
         return facts
 
     def close(self) -> None:

@@ -10,9 +10,9 @@ region), and RpcMirror keeps a local copy of the region, each `sync()` applying 
 The drain then reads the mirror exactly as it reads a local mapping, so the files cannot
 depend on the transport. The host does not call into the agent while the program runs: a
 call crossing the channel as the process forks lets Frida kill the child (docs/recording.md,
-"Children and exec"). Its beats (a message every BEAT_S while the drain works) say what it
-has received and which slots it freed (PushAcks); only as the recording stops does it pull
-what is left.
+"Children and exec"). Its beats say what it has received and which slots it freed
+(PushAcks): when the agent needs to hear it (half its window pushed), else once a second (the
+heartbeat); only as the recording stops does it pull what is left.
 """
 
 from __future__ import annotations
@@ -51,20 +51,28 @@ PULL_FORMAT = {"magic": PULL_MAGIC,
                "segmentBytes": SEGMENT.itemsize,
                "segment": {name: SEGMENT.fields[name][1] for name in SEGMENT.names}}
 # Ring bytes one push carries at most (more where a slot's whole detail ring must fit), and
-# the bytes and the pushes sent that the host's beats have not acknowledged, at most: beats
-# come every BEAT_S (0.1 s), so this window allows 160 MB/s, and on a slow link (2 MB/s to the
-# emulated arm64 machine) it holds the rest back in the rings rather than in Frida's queue (and
-# a stop's answer, queued behind it, comes within seconds).
+# the bytes and the pushes sent that the host has not acknowledged, at most: on a slow link
+# (2 MB/s to the emulated arm64 machine) the window holds the rest back in the rings rather
+# than in Frida's queue (and a stop's answer, queued behind it, comes within seconds).
 PUSH_BUDGET = 1 << 20
 PUSH_WINDOW = 16 << 20
-PUSHES_IN_FLIGHT = 32
-# The drain, finding nothing new, tells the agent at once what it received (not waiting for a
-# beat, which may rest then) once this share of the window is unacknowledged (in bytes or in
-# pushes), or a slot was freed;
-# not more often than every ACK_GAP_S: each message into the target is a chance of the fork
-# fault above.
+PUSHES_IN_FLIGHT = 256
+# Every message into the target is a chance of the fork fault ("Children and exec" in
+# docs/recording.md; scripts/frida_fork_repro.py --post-ms: in the emulated arm64 machine a
+# post every 100 ms killed 1 child of 120, every 20 ms 12 of 120: the fork gate holds the
+# agent's pushes, not these), so the host says what it received only when the agent needs it:
+# - as a buffer is applied, once half the window is unacknowledged (in bytes or in pushes), so
+#   the agent, pushing the other half meanwhile, never waits on a link that keeps up;
+# - as the drain finds nothing new, once a quarter is (it may nap long: each push wakes it);
+# - a freed slot: with the next acknowledgement, or on its own FREED_ACK_S after the last
+#   message (ACK_GAP_S when the drain finds nothing new);
+# - else only the heartbeat's (drain.Heartbeat): every RPC_BEAT_S, or a tenth of the agent's
+#   trust (rpc_stall_s, 10 s) if that is less.
+RPC_BEAT_S = 1.0
+ACK_SHARE = 2
 IDLE_ACK_SHARE = 4
 ACK_GAP_S = 0.05
+FREED_ACK_S = 0.25
 
 
 def resolve_transport(choice: str, device: frida.core.Device) -> str:
@@ -78,17 +86,30 @@ def resolve_transport(choice: str, device: frida.core.Device) -> str:
     return choice
 
 
-class PushAcks:
-    """What the host's beats tell the pushing agent (ada:beat): the bytes of its pushes the
-    drain has taken (the agent keeps at most PUSH_WINDOW in flight) and the slots it freed.
-    Beats go from the heartbeat's thread (drain.Heartbeat), and at times from the drain's
-    (RpcMirror.sync); silent once the script is gone: the drain finds that out itself."""
+def push_limits(geometry: RegionGeometry) -> tuple[int, int]:
+    """(budget, window): the ring bytes a push carries at most, and the bytes unacknowledged
+    at most. A slot's detail records go whole or wait: a push must have room for a full
+    detail ring."""
+    budget = max(PUSH_BUDGET, geometry.detail_capacity + (1 << 20))
+    return budget, max(PUSH_WINDOW, 2 * budget)
 
-    def __init__(self, script: Any) -> None:
+
+class PushAcks:
+    """What the host tells the pushing agent (ada:beat): the bytes of its pushes the drain has
+    taken (the agent keeps at most `window` bytes and `in_flight` pushes unacknowledged) and
+    the slots it freed. Told by the heartbeat (drain.Heartbeat, its own thread) and by the
+    drain when owed (RpcMirror.sync); silent once the script is gone: the drain finds that
+    out itself. `beats` counts the messages (the manifest's transport.beats)."""
+
+    def __init__(self, script: Any, window: int = PUSH_WINDOW,
+                 in_flight: int = PUSHES_IN_FLIGHT) -> None:
         self.script = script
+        self.window = window
+        self.in_flight = in_flight
         self._lock = threading.Lock()
         self.received = 0  # bytes of pushes applied to the mirror
         self.pushes = 0  # pushes applied
+        self.beats = 0  # messages sent into the target
         self._told = (0, 0)  # (received, pushes) as of the last beat
         self._freed: list[int] = []  # slots freed since the last beat
         self._last = 0.0  # time.monotonic() of the last beat
@@ -112,23 +133,34 @@ class PushAcks:
             message = beat(self.received, self.pushes, self._freed)
             self._told, self._freed = (self.received, self.pushes), []
             self._last = time.monotonic()
+            self.beats += 1
         try:
             self.script.post(message)
         except FRIDA_ERRORS:
             pass
 
-    def beat_if_owed(self) -> None:
-        """From the drain about to nap on nothing new (the heartbeat rests then): a beat if
-        the agent may be waiting on the window, or has a slot to free, at least ACK_GAP_S
-        after the last one."""
+    def keep_alive(self, period: float) -> None:
+        """The heartbeat's (drain.Heartbeat, every `period`): a beat unless the drain's last
+        acknowledgement went within half of it (any beat renews the agent's trust)."""
+        if time.monotonic() - self._last >= period / 2:
+            self.beat()
+
+    def ack_if_owed(self, idle: bool = False) -> None:
+        """From the drain: a beat if the agent has pushed a share of its window since the
+        last (ACK_SHARE as buffers come, IDLE_ACK_SHARE as the drain finds nothing new and
+        is about to nap), at least ACK_GAP_S after the last one (waited out when idle), or
+        a slot to free (see FREED_ACK_S)."""
+        share = IDLE_ACK_SHARE if idle else ACK_SHARE
         with self._lock:
-            owed = self._freed or \
-                self.received - self._told[0] >= PUSH_WINDOW // IDLE_ACK_SHARE or \
-                self.pushes - self._told[1] >= PUSHES_IN_FLIGHT // IDLE_ACK_SHARE
-            wait = self._last + ACK_GAP_S - time.monotonic()
-        if owed:
-            if wait > 0:
-                time.sleep(wait)
+            since = time.monotonic() - self._last
+            owed = self.received - self._told[0] >= self.window // share or \
+                self.pushes - self._told[1] >= self.in_flight // share
+            freed_owed = bool(self._freed) and since >= (ACK_GAP_S if idle else FREED_ACK_S)
+        if owed and since < ACK_GAP_S:
+            if not idle:
+                return  # the next buffer, or the nap's check, tells it
+            time.sleep(ACK_GAP_S - since)
+        if owed or freed_owed:
             self.beat()
 
 
@@ -160,9 +192,7 @@ class RpcMirror:
         self.buf = lazy_zeros(geometry.size)
         self.reader = RingReader(self.buf, geometry)
         self.reader.on_free = acks.freed
-        # A slot's detail records go whole or wait: a push must have room for a full detail ring.
-        self.budget = max(PUSH_BUDGET, geometry.detail_capacity + (1 << 20))
-        self.window = max(PUSH_WINDOW, 2 * self.budget)
+        self.budget, self.window = push_limits(geometry)
         self._queue: deque[tuple[bool, bytes]] = deque()  # (a handover's?, buffer), as they came
         self._lock = threading.Lock()
         self.pulling = False  # the recording stops: what is left is pulled (stop_pushing)
@@ -177,7 +207,7 @@ class RpcMirror:
     def start(self) -> None:
         """The agent starts pushing (the drain runs)."""
         try:
-            self.script.exports_sync.start_pushing(self.budget, self.window, PUSHES_IN_FLIGHT)
+            self.script.exports_sync.start_pushing(self.budget, self.window, self.acks.in_flight)
         except FRIDA_ERRORS as e:
             self.lost = describe_frida_error(e)
 
@@ -204,7 +234,7 @@ class RpcMirror:
             item = self._queue.popleft() if self._queue else None
         if item is None:
             if not self.pulling:
-                self.acks.beat_if_owed()
+                self.acks.ack_if_owed(idle=True)
             if not self.pulling or self.ended or self.lost is not None:
                 return 0
             data = self._pull()
@@ -215,6 +245,7 @@ class RpcMirror:
         if not final:
             self.pushes += 1
             self.acks.took(len(data))
+            self.acks.ack_if_owed()
         return max(received, 1)
 
     def _pull(self) -> bytes | None:
@@ -263,7 +294,8 @@ class RpcMirror:
         recording stopped, how fast, a lost link, and the bytes the agent's last message
         carried as the target ended (applied as one more buffer): a target's end that loses
         events then says whether they reached the host at all."""
-        return {"pushes": self.pushes, "pulls": self.pulls, "bytes": self.bytes,
+        return {"pushes": self.pushes, "beats": self.acks.beats, "pulls": self.pulls,
+                "bytes": self.bytes,
                 "mb_per_s": round(self.throughput() / 1e6, 2), "last_error": self.lost,
                 "handover_bytes": self.handover_bytes}
 
