@@ -54,6 +54,15 @@ transport now pushes and the host calls only as the recording stops. (A first tr
 stub called the address enumerateImports() gave, which under lazy binding is the PLT's
 resolver: it bound the slot back to fork() at the first call, and only the first fork of a
 run was quiet: 6 of 60 killed. The stub calls the C library's fork() itself now.)
+In the emulated arm64 machine (2026-11-30, --mode script --hold-s 0.1 --children 20, the
+guest's hang limit --hang-s 200): no message, 0 of 80 killed; --send-ms 10, all 20 of run 1
+killed, then a hang; --send-ms 10 --fork-markers gotraw, 0 of 80; --send-ms 2 --send-kb 256
+--fork-markers gotraw, 0 of 120; the same with --post-ms 100, 3 of 80; --post-ms 100 alone,
+1 of 120; --post-ms 20 alone, 12 of 120; --post-ms 100 --send-ms 10 --fork-markers gotraw, 0
+of 120. Each killed child died at the same place (pc at page offset 0x040, lr ending 0x5230,
+in frida-agent-64.so). So the gate holds the agent's sends there too, and what is left is the
+host's messages into the process, which no gate in the process can hold: ada's rpc
+transport sends it as few as it can (transport.py, PushAcks).
 """
 
 from __future__ import annotations
