@@ -52,12 +52,13 @@ def test_a_push_slower_than_the_stall_limit_is_no_host_gone(tmp_path, target_bin
     """A slow link (the emulated arm64 machine's portal, 1 MB/s) holds the rpc transport's
     pushes back past the time a waiting thread trusts a silent host (rpc_stall_s). Here two
     pushes each take 3.5 s to arrive and the trust is 1.5 s, in a recording run in this
-    process: the host beats by message (every 0.1 s, and every second while its drain finds
-    nothing), so the threads spinning into 4 KB rings wait and drop nothing (917 events
-    dropped when the host's pulls alone beat; 229 to 2,262 when the beats rested while the
-    drain found nothing, the pushes on their way). A trust of
-    0.5 s was too tight for the emulated arm64 machine under a full test run: 12 events
-    dropped in its 25th run, presumably a beat more than 0.5 s late there."""
+    process: the host beats by message (every tenth of the trust, 0.15 s here), so the
+    threads spinning into 4 KB rings wait and drop nothing (917 events dropped when the
+    host's pulls alone beat; 229 to 2,262 when the beats rested while the drain found
+    nothing, the pushes on their way). A trust of 0.5 s was too tight for the emulated arm64
+    machine under a full test run: 12 events dropped in its 25th run, presumably a beat more
+    than 0.5 s late there; and the agent's stop(), which keeps the beats waiting, now renews
+    the beat itself as it goes (1 event dropped in 3 of 25 runs there before)."""
     from ada.tracer.cli import main
     from ada.tracer.record import pipeline
 
